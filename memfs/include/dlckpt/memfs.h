@@ -1,0 +1,219 @@
+// dlckpt/memfs.h — memfs, the in-memory file system of one application rank.
+//
+// A Store lives in one POSIX shared memory object, named from job, node and
+// rank (StoreName), created with a fixed capacity and pre-faulted. Files are
+// named by full path (no directory tree is needed; directories exist only as
+// optional entries for FUSE) and have POSIX regular-file semantics.
+//
+// Epochs. Everything written between two commits is one epoch. Commit()
+// freezes the working files as the *pending* epoch and computes a CRC32C per
+// file; Acknowledge() makes it the *acknowledged* epoch once its parity exists
+// everywhere. Bytes of a committed epoch are never modified: later writes go
+// to fresh blocks (copy-on-write), so at most the acknowledged epoch, one
+// pending epoch and the working files coexist. Rollback() returns to the
+// acknowledged epoch; Restore(e) selects the epoch a recovery decided on.
+//
+// Memory cost: the data area holds `capacity` bytes. A file rewritten every
+// checkpoint costs its size once per live version: about twice the checkpoint
+// while the next one is written or encoded (acknowledged + working/pending),
+// three times only if the application writes while an epoch awaits its
+// acknowledgement. Metadata: 3 version slots of (max_files * 320 + blocks * 4)
+// bytes plus one 4 KiB header.
+//
+// Processes. One *owner* process (the rank, FUSE daemon, or a restarted rank)
+// writes a store; it holds an advisory lock the kernel drops when it dies.
+// Any number of read-only attachers (the codec, dlckpt-store) read committed
+// epochs concurrently without locks. When the owner dies, its uncommitted
+// writes are lost: the next owner starts from the acknowledged epoch. A clean
+// detach (destructor of an owner Store) keeps the working files for the next
+// owner (so `cp` then `cat` through the preload library see the same files).
+//
+// Thread safety: every method of Store is thread-safe. Errors: Status with the
+// store name and path, errno-valued codes (ENOENT, EBADF, ENOSPC, EMFILE,
+// ENAMETOOLONG, EINVAL, EISDIR, EEXIST, EBUSY, EBADMSG for corruption).
+#ifndef DLCKPT_MEMFS_H_
+#define DLCKPT_MEMFS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlckpt/env.h"
+#include "dlckpt/extent.h"
+#include "dlckpt/status.h"
+
+namespace dlckpt::memfs {
+
+inline constexpr size_t kMaxPath = 255;  // bytes, without the terminating NUL
+
+struct StoreOptions {
+  uint64_t capacity = 256ull << 20;  // bytes of file data, all versions together
+  uint32_t block_size = 64u << 10;   // power of two in [4 KiB, 16 MiB]
+  uint32_t max_files = 1024;         // files (and directories) per version
+  uint32_t max_open = 1024;          // open descriptors per Store object
+  bool prefault = true;              // allocate and map every page at creation
+  // Identity recorded in the store (and in its images).
+  std::string job;
+  std::string node;
+  int rank = 0;
+};
+
+// "/dlckpt.<job>.<node>.r<rank>". job: [A-Za-z0-9_-]+, node: hostname chars.
+Result<std::string> StoreName(std::string_view job, std::string_view node, int rank);
+// The prefix of every shared memory object of a job: "/dlckpt.<job>.".
+std::string JobPrefix(std::string_view job);
+
+enum class AttachMode { kReadOnly, kOwner };
+
+struct FileInfo {
+  std::string path;
+  uint64_t size = 0;
+  uint32_t mode = 0;  // includes S_IFREG or S_IFDIR
+  int64_t mtime_ns = 0;
+  uint64_t ino = 0;
+  uint32_t crc32c = 0;  // of the file's bytes, valid in committed epochs
+};
+
+struct EpochState {
+  uint64_t acknowledged = 0;  // 0: none
+  uint64_t pending = 0;       // 0: none
+};
+
+struct StoreStats {
+  uint64_t capacity = 0;     // data bytes
+  uint64_t block_size = 0;
+  uint64_t blocks_total = 0;
+  uint64_t blocks_free = 0;  // in the owner's view; read-only attachers: 0
+  uint32_t max_files = 0;
+  std::string job, node;
+  int rank = 0;
+  uint64_t shm_bytes = 0;  // size of the shared memory object
+};
+
+// The encoding view of one committed epoch: a canonical byte image holding
+// the epoch's metadata (a header and one entry per file, independent of block
+// placement and node) followed by every file's bytes in entry order. Two
+// stores holding the same epoch content have byte-identical images, so parity
+// computed over images rebuilds a store byte for byte. The extents point into
+// the store's mapping: valid while the Store object lives and the epoch stays
+// committed (an acknowledged epoch stays until a newer one is acknowledged).
+struct Image {
+  uint64_t epoch = 0;
+  uint64_t size = 0;  // sum of extent lengths
+  std::vector<Extent> extents;
+};
+
+class Store final {
+ public:
+  // Creates a new store (EEXIST if the name exists) owned by this process.
+  static Result<std::unique_ptr<Store>> Create(const std::string& name, const StoreOptions& options,
+                                               Env* env = Env::Default());
+  // Attaches to an existing store. The header, geometry and committed version
+  // metadata are checked; a damaged store is refused (EBADMSG), never read.
+  // kOwner fails with EBUSY while another live process owns the store.
+  static Result<std::unique_ptr<Store>> Attach(const std::string& name, AttachMode mode,
+                                               Env* env = Env::Default());
+  // Removes the shared memory object (mappings stay valid until detached).
+  static Status Destroy(const std::string& name, Env* env = Env::Default());
+
+  // Detaches. An owner saves its working files for the next owner first.
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& name() const;
+  bool is_owner() const;
+  StoreStats stats() const;
+  EpochState epochs() const;
+
+  // --- files. Owners act on the working files. Read-only attachers see one
+  // committed epoch (the newest, or the one chosen with View) and may only
+  // open O_RDONLY. Descriptors are small integers private to this object.
+  Result<int> Open(std::string_view path, int flags, mode_t mode = 0644);
+  Status Close(int fd);
+  Result<size_t> Read(int fd, void* buf, size_t len);
+  Result<size_t> Write(int fd, const void* buf, size_t len);
+  Result<size_t> Pread(int fd, void* buf, size_t len, uint64_t offset);
+  Result<size_t> Pwrite(int fd, const void* buf, size_t len, uint64_t offset);
+  Result<uint64_t> Seek(int fd, int64_t offset, int whence);
+  Status Ftruncate(int fd, uint64_t size);
+  Status Truncate(std::string_view path, uint64_t size);
+  Result<FileInfo> Fstat(int fd);
+  Result<FileInfo> Stat(std::string_view path);
+  Status Fsync(int fd);  // data is already in memory: checks fd only
+  Result<int> OpenFlags(int fd);  // the flags given to Open
+  Status Unlink(std::string_view path);
+  Status Rename(std::string_view from, std::string_view to);
+  Status Mkdir(std::string_view path, mode_t mode);
+  Status Rmdir(std::string_view path);  // ENOTEMPTY if any path lies below it
+  // Files (and directories) whose path starts with `prefix`, sorted by path.
+  Result<std::vector<FileInfo>> List(std::string_view prefix);
+
+  // --- epochs (owner only, except Verify/GetImage/View).
+  // Freezes the working files as epoch acknowledged+1 (or pending+1) and
+  // computes CRCs. EBUSY if an epoch is still pending.
+  Result<uint64_t> Commit();
+  // The pending epoch `epoch` becomes the acknowledged one; the previous
+  // acknowledged epoch's blocks are released.
+  Status Acknowledge(uint64_t epoch);
+  // Drops the pending epoch (its parity was never completed).
+  Status AbortPending();
+  // Working files := the acknowledged epoch; the pending epoch is dropped.
+  Status Rollback();
+  // Makes committed `epoch` (acknowledged or pending) the acknowledged epoch,
+  // drops the other, and resets the working files to it. Used by recovery.
+  Status Restore(uint64_t epoch);
+  // Recomputes every file CRC of committed `epoch`; EBADMSG naming the file on
+  // a mismatch.
+  Status Verify(uint64_t epoch);
+  // The encoding view of committed `epoch`.
+  Result<Image> GetImage(uint64_t epoch);
+  // Read-only attachers: choose the committed epoch that Open/List/Stat see.
+  Status View(uint64_t epoch);
+
+  class Impl;
+
+ private:
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Builds a whole store from an image stream (the inverse of GetImage), e.g.
+// on a spare node from bytes rebuilt by the codec. Bytes are appended in image
+// order; bytes past the image's own length (zero padding of parity) are
+// ignored. Finish() checks every CRC and the header, and leaves a store whose
+// acknowledged epoch is the image's epoch. If the builder is destroyed before
+// Finish() succeeded, the half-built store is removed.
+class ImageBuilder final {
+ public:
+  // `name`: the new store's shared memory name; `node`: its node. The job,
+  // rank, geometry and epoch come from the image.
+  static Result<std::unique_ptr<ImageBuilder>> Begin(const std::string& name, std::string node,
+                                                     Env* env = Env::Default());
+  ~ImageBuilder();
+  ImageBuilder(const ImageBuilder&) = delete;
+  ImageBuilder& operator=(const ImageBuilder&) = delete;
+
+  Status Append(const void* data, size_t len);
+  // The image's length once its header has arrived (0 before).
+  uint64_t image_size() const;
+  // Verifies and publishes; returns the epoch.
+  Result<uint64_t> Finish();
+
+  class Impl;
+
+ private:
+  explicit ImageBuilder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads `len` bytes at `offset` of an image into `out` (zero past its end).
+void CopyFromImage(const Image& image, uint64_t offset, void* out, size_t len);
+
+}  // namespace dlckpt::memfs
+
+#endif  // DLCKPT_MEMFS_H_

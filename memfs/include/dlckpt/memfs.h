@@ -154,9 +154,12 @@ class Store final {
   Result<std::vector<FileInfo>> List(std::string_view prefix);
 
   // --- epochs (owner only, except Verify/GetImage/View).
-  // Freezes the working files as epoch acknowledged+1 (or pending+1) and
-  // computes CRCs. EBUSY if an epoch is still pending.
-  Result<uint64_t> Commit();
+  // Freezes the working files as a new pending epoch and computes CRCs.
+  // `epoch` 0 takes the next number; an explicit one (agreed by all ranks)
+  // must be newer than every epoch this store has seen, else EINVAL. Epoch
+  // numbers are never reused, even after AbortPending. EBUSY if an epoch is
+  // still pending.
+  Result<uint64_t> Commit(uint64_t epoch = 0);
   // The pending epoch `epoch` becomes the acknowledged one; the previous
   // acknowledged epoch's blocks are released.
   Status Acknowledge(uint64_t epoch);

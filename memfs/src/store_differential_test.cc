@@ -1,0 +1,363 @@
+// Differential test: one random sequence of file operations is applied to a
+// memfs store and to a temporary directory on disk; every return value, errno
+// and byte read must agree. Commit/acknowledge/rollback are modelled on the
+// disk side by copies of the directory; a clean detach and re-attach must lose
+// nothing. After each acknowledged epoch the committed image is compared with
+// the disk snapshot, so copy-on-write bugs show up too.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dlckpt/memfs.h"
+
+namespace dlckpt::memfs {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kPaths[] = {"/a", "/b", "/c", "/d/e", "/d/f"};
+const int kFlags[] = {O_RDONLY,
+                      O_WRONLY | O_CREAT,
+                      O_RDWR | O_CREAT,
+                      O_RDWR | O_CREAT | O_TRUNC,
+                      O_WRONLY | O_CREAT | O_APPEND,
+                      O_RDWR | O_CREAT | O_EXCL,
+                      O_RDWR,
+                      O_WRONLY | O_TRUNC};
+
+struct Pair {
+  int mfd;
+  int ofd;
+};
+
+class Differential {
+ public:
+  explicit Differential(uint32_t seed) : rng_(seed), seed_(seed) {
+    char tmpl[] = "/tmp/dlckpt-diff.XXXXXX";
+    root_ = mkdtemp(tmpl);
+    work_ = root_ / "work";
+    snap_ = root_ / "snap";
+    pend_ = root_ / "pending";
+    fs::create_directories(work_ / "d");
+    fs::create_directories(snap_ / "d");
+    name_ = "/dlckpt-difftest." + std::to_string(getpid()) + "." + std::to_string(seed);
+    StoreOptions o;
+    o.capacity = 16 << 20;
+    o.block_size = 4096;  // small blocks: many block boundaries
+    o.max_files = 16;
+    o.max_open = 64;
+    store_ = std::move(*Store::Create(name_, o));
+  }
+
+  ~Differential() {
+    CloseAllOs();
+    store_.reset();
+    (void)Store::Destroy(name_);
+    fs::remove_all(root_);
+  }
+
+  void Run(int steps) {
+    for (step_ = 0; step_ < steps && !::testing::Test::HasFatalFailure(); ++step_) {
+      int op = static_cast<int>(rng_() % 100);
+      if (op < 12) {
+        Open();
+      } else if (op < 30) {
+        Write(false);
+      } else if (op < 40) {
+        Write(true);
+      } else if (op < 50) {
+        Read(false);
+      } else if (op < 56) {
+        Read(true);
+      } else if (op < 62) {
+        Seek();
+      } else if (op < 68) {
+        Truncate();
+      } else if (op < 75) {
+        Close();
+      } else if (op < 79) {
+        Rename();
+      } else if (op < 82) {
+        Unlink();
+      } else if (op < 87) {
+        Stat();
+      } else if (op < 91) {
+        Commit();
+      } else if (op < 94) {
+        Acknowledge();
+      } else if (op < 96) {
+        Rollback();
+      } else if (op < 98) {
+        AbortPending();
+      } else {
+        Reattach();
+      }
+    }
+  }
+
+ private:
+  std::string Ctx() const {
+    return "seed " + std::to_string(seed_) + " step " + std::to_string(step_);
+  }
+  std::string Disk(const char* p) const { return (work_ / (p + 1)).string(); }
+  const char* AnyPath() { return kPaths[rng_() % std::size(kPaths)]; }
+  size_t AnyLen() {
+    switch (rng_() % 4) {
+      case 0: return rng_() % 16;
+      case 1: return rng_() % 5000;
+      case 2: return 4096 * (1 + rng_() % 3);
+      default: return rng_() % 20000;
+    }
+  }
+  uint64_t AnyOffset() { return rng_() % 3 ? rng_() % 30000 : rng_() % 9000; }
+
+  // Compares a memfs result with the OS result (-1/errno or a value).
+  template <class T>
+  void Same(const Result<T>& m, long long os, int os_errno, const char* what) {
+    if (os < 0) {
+      ASSERT_FALSE(m.ok()) << Ctx() << " " << what << ": disk failed with " << strerror(os_errno)
+                           << ", memfs succeeded";
+      ASSERT_EQ(m.status().code(), os_errno) << Ctx() << " " << what << ": " << m.status().ToString();
+    } else {
+      ASSERT_TRUE(m.ok()) << Ctx() << " " << what << ": memfs " << m.status().ToString();
+      ASSERT_EQ(static_cast<long long>(*m), os) << Ctx() << " " << what;
+    }
+  }
+  void SameStatus(const Status& m, int os, int os_errno, const char* what) {
+    if (os < 0) {
+      ASSERT_EQ(m.code(), os_errno) << Ctx() << " " << what << ": " << m.ToString();
+    } else {
+      ASSERT_TRUE(m.ok()) << Ctx() << " " << what << ": " << m.ToString();
+    }
+  }
+
+  void Open() {
+    if (handles_.size() >= 8) return;
+    const char* p = AnyPath();
+    int flags = kFlags[rng_() % std::size(kFlags)];
+    auto m = store_->Open(p, flags, 0644);
+    int ofd = open(Disk(p).c_str(), flags | O_CLOEXEC, 0644);
+    int err = errno;
+    Same(m.ok() ? Result<int>(0) : m, ofd < 0 ? -1 : 0, err, "open");
+    if (m.ok() && ofd >= 0) {
+      ASSERT_EQ(*m >= 0, true);
+      handles_.push_back({*m, ofd});
+    }
+  }
+
+  Pair* AnyHandle() { return handles_.empty() ? nullptr : &handles_[rng_() % handles_.size()]; }
+
+  void Write(bool positional) {
+    Pair* h = AnyHandle();
+    if (!h) return;
+    size_t len = AnyLen();
+    std::vector<uint8_t> buf(len);
+    for (auto& b : buf) b = static_cast<uint8_t>(rng_());
+    if (positional) {
+      uint64_t off = AnyOffset();
+      auto m = store_->Pwrite(h->mfd, buf.data(), len, off);
+      ssize_t o = pwrite(h->ofd, buf.data(), len, static_cast<off_t>(off));
+      Same(m, o, errno, "pwrite");
+    } else {
+      auto m = store_->Write(h->mfd, buf.data(), len);
+      ssize_t o = write(h->ofd, buf.data(), len);
+      Same(m, o, errno, "write");
+    }
+  }
+
+  void Read(bool positional) {
+    Pair* h = AnyHandle();
+    if (!h) return;
+    size_t len = AnyLen();
+    std::vector<uint8_t> mb(len), ob(len);
+    Result<size_t> m = Status::IOError("unset");
+    ssize_t o;
+    if (positional) {
+      uint64_t off = AnyOffset();
+      m = store_->Pread(h->mfd, mb.data(), len, off);
+      o = pread(h->ofd, ob.data(), len, static_cast<off_t>(off));
+    } else {
+      m = store_->Read(h->mfd, mb.data(), len);
+      o = read(h->ofd, ob.data(), len);
+    }
+    Same(m, o, errno, positional ? "pread" : "read");
+    if (o > 0) {
+      ASSERT_EQ(0, std::memcmp(mb.data(), ob.data(), static_cast<size_t>(o)))
+          << Ctx() << " read bytes differ";
+    }
+  }
+
+  void Seek() {
+    Pair* h = AnyHandle();
+    if (!h) return;
+    int whence = std::array{SEEK_SET, SEEK_CUR, SEEK_END}[rng_() % 3];
+    int64_t off = static_cast<int64_t>(rng_() % 30000) - 2000;
+    auto m = store_->Seek(h->mfd, off, whence);
+    off_t o = lseek(h->ofd, off, whence);
+    Same(m, o, errno, "lseek");
+  }
+
+  void Truncate() {
+    Pair* h = AnyHandle();
+    if (!h) return;
+    uint64_t size = AnyOffset();
+    Status m = store_->Ftruncate(h->mfd, size);
+    int o = ftruncate(h->ofd, static_cast<off_t>(size));
+    SameStatus(m, o, errno, "ftruncate");
+  }
+
+  void Close() {
+    if (handles_.empty()) return;
+    size_t i = rng_() % handles_.size();
+    Status m = store_->Close(handles_[i].mfd);
+    int o = close(handles_[i].ofd);
+    SameStatus(m, o, errno, "close");
+    handles_.erase(handles_.begin() + static_cast<long>(i));
+  }
+
+  void Rename() {
+    const char* a = AnyPath();
+    const char* b = AnyPath();
+    Status m = store_->Rename(a, b);
+    int o = rename(Disk(a).c_str(), Disk(b).c_str());
+    SameStatus(m, o, errno, "rename");
+  }
+
+  void Unlink() {
+    const char* p = AnyPath();
+    Status m = store_->Unlink(p);
+    int o = unlink(Disk(p).c_str());
+    SameStatus(m, o, errno, "unlink");
+  }
+
+  void Stat() {
+    const char* p = AnyPath();
+    auto m = store_->Stat(p);
+    struct stat st;
+    int o = stat(Disk(p).c_str(), &st);
+    Same(Result<uint64_t>(m.ok() ? Result<uint64_t>(m->size) : Result<uint64_t>(m.status())),
+         o < 0 ? -1 : st.st_size, errno, "stat");
+    if (!handles_.empty()) {
+      Pair* h = AnyHandle();
+      auto mf = store_->Fstat(h->mfd);
+      ASSERT_EQ(fstat(h->ofd, &st), 0);
+      ASSERT_TRUE(mf.ok());
+      ASSERT_EQ(static_cast<off_t>(mf->size), st.st_size) << Ctx() << " fstat";
+    }
+  }
+
+  static void CopyTree(const fs::path& from, const fs::path& to) {
+    fs::remove_all(to);
+    fs::copy(from, to, fs::copy_options::recursive);
+  }
+
+  void Commit() {
+    auto e = store_->Commit();
+    if (pending_) {
+      ASSERT_EQ(e.status().code(), EBUSY) << Ctx();
+      return;
+    }
+    ASSERT_TRUE(e.ok()) << Ctx() << " " << e.status().ToString();
+    pending_ = *e;
+    CopyTree(work_, pend_);
+  }
+
+  void Acknowledge() {
+    if (!pending_) return;
+    ASSERT_TRUE(store_->Acknowledge(pending_).ok()) << Ctx();
+    CopyTree(pend_, snap_);
+    acked_ = pending_;
+    pending_ = 0;
+    CheckCommittedImage();
+  }
+
+  void AbortPending() {
+    ASSERT_TRUE(store_->AbortPending().ok()) << Ctx();
+    pending_ = 0;
+  }
+
+  void CloseAllOs() {
+    for (auto& h : handles_) close(h.ofd);
+    handles_.clear();
+  }
+
+  void Rollback() {
+    ASSERT_TRUE(store_->Rollback().ok()) << Ctx();
+    CloseAllOs();
+    pending_ = 0;
+    CopyTree(snap_, work_);
+  }
+
+  void Reattach() {
+    CloseAllOs();
+    store_.reset();  // clean detach: working files survive
+    auto s = Store::Attach(name_, AttachMode::kOwner);
+    ASSERT_TRUE(s.ok()) << Ctx() << " " << s.status().ToString();
+    store_ = std::move(*s);
+    // Every file agrees after the re-attach.
+    for (const char* p : kPaths) {
+      auto m = store_->Stat(p);
+      struct stat st;
+      int o = stat(Disk(p).c_str(), &st);
+      ASSERT_EQ(m.ok(), o == 0) << Ctx() << " after reattach: " << p;
+    }
+  }
+
+  // The acknowledged epoch, read through a read-only attachment, equals the
+  // disk snapshot file for file.
+  void CheckCommittedImage() {
+    auto ro = Store::Attach(name_, AttachMode::kReadOnly);
+    ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+    ASSERT_TRUE((*ro)->View(acked_).ok());
+    ASSERT_TRUE((*ro)->Verify(acked_).ok()) << Ctx();
+    for (const char* p : kPaths) {
+      std::string disk = (snap_ / (p + 1)).string();
+      auto fi = (*ro)->Stat(p);
+      struct stat st;
+      bool on_disk = stat(disk.c_str(), &st) == 0;
+      ASSERT_EQ(fi.ok(), on_disk) << Ctx() << " committed " << p;
+      if (!on_disk) continue;
+      ASSERT_EQ(static_cast<off_t>(fi->size), st.st_size) << Ctx() << " committed size " << p;
+      std::vector<uint8_t> m(fi->size), o(fi->size);
+      auto fd = (*ro)->Open(p, O_RDONLY);
+      ASSERT_TRUE(fd.ok());
+      ASSERT_EQ(*(*ro)->Read(*fd, m.data(), m.size()), m.size());
+      int ofd = open(disk.c_str(), O_RDONLY | O_CLOEXEC);
+      ASSERT_EQ(read(ofd, o.data(), o.size()), static_cast<ssize_t>(o.size()));
+      close(ofd);
+      ASSERT_EQ(m, o) << Ctx() << " committed bytes of " << p;
+    }
+  }
+
+  std::mt19937 rng_;
+  uint32_t seed_;
+  int step_ = 0;
+  fs::path root_, work_, snap_, pend_;
+  std::string name_;
+  std::unique_ptr<Store> store_;
+  std::vector<Pair> handles_;
+  uint64_t pending_ = 0;
+  uint64_t acked_ = 0;
+};
+
+TEST(StoreDifferentialTest, RandomOperationsMatchDisk) {
+  int seeds = 24;
+  if (const char* env = std::getenv("DLCKPT_DIFF_SEEDS")) seeds = std::atoi(env);
+  for (int seed = 1; seed <= seeds && !HasFatalFailure(); ++seed) {
+    Differential d(static_cast<uint32_t>(seed));
+    d.Run(2500);
+  }
+}
+
+}  // namespace
+}  // namespace dlckpt::memfs

@@ -1,0 +1,308 @@
+// dlckpt-store: look into (and, for tests and scripts, fill) memfs stores.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dlckpt/memfs.h"
+#include "dlckpt/units.h"
+
+namespace dlckpt::memfs {
+namespace {
+
+constexpr const char* kUsage = R"(usage: dlckpt-store COMMAND [OPTIONS] [ARGS]
+
+Inspect memfs stores (POSIX shared memory objects /dev/shm/dlckpt.*).
+STORE is a store name such as /dlckpt.JOB.NODE.rRANK (the leading '/' may be
+omitted).
+
+commands:
+  list [PREFIX]           stores on this node (name, job, node, rank, epochs)
+  ls STORE [PREFIX]       files of the newest committed epoch (or --epoch E)
+  cat STORE PATH          write a file's bytes to standard output
+  stat STORE [PATH]       the store's geometry and epochs, or one file's metadata
+  verify STORE            recompute the CRC32C of every file of every committed
+                          epoch; exit 1 on a mismatch
+  rm STORE [PATH]         remove the whole store, or one file of its working set
+  create STORE            create an empty store (--capacity, --block-size,
+                          --max-files, --job, --node, --rank)
+  put STORE PATH [FILE]   write FILE (default: standard input) as PATH
+  commit STORE            commit the working files as a new epoch and
+                          acknowledge it (--no-ack leaves it pending)
+
+options:
+  --epoch E       the committed epoch to look at (ls, cat, stat)
+  --capacity N    data capacity for create (default 256M; K/M/G suffixes)
+  --block-size N  block size for create (default 64K)
+  --max-files N   file table size for create (default 1024)
+  --job J --node N --rank R   identity recorded by create
+  --no-ack        commit without acknowledging
+  -h, --help      this help
+)";
+
+struct Args {
+  std::string cmd;
+  std::vector<std::string> pos;
+  uint64_t epoch = 0;
+  StoreOptions create;
+  bool ack = true;
+};
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "dlckpt-store: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "dlckpt-store: %s\n(try dlckpt-store --help)\n", why.c_str());
+  return 2;
+}
+
+std::string Normalize(std::string name) { return name.empty() || name[0] == '/' ? name : "/" + name; }
+
+std::string ModeString(uint32_t mode) {
+  std::string s = S_ISDIR(mode) ? "d" : "-";
+  const char* rwx = "rwxrwxrwx";
+  for (int i = 0; i < 9; ++i) s += (mode & (0400 >> i)) ? rwx[i] : '-';
+  return s;
+}
+
+Result<std::unique_ptr<Store>> OpenView(const std::string& name, uint64_t epoch) {
+  DLCKPT_ASSIGN_OR_RETURN(auto store, Store::Attach(Normalize(name), AttachMode::kReadOnly));
+  if (epoch != 0) DLCKPT_RETURN_IF_ERROR(store->View(epoch));
+  return store;
+}
+
+int CmdList(const Args& a) {
+  std::string prefix = a.pos.empty() ? "/dlckpt." : Normalize(a.pos[0]);
+  auto names = Env::Default()->ListShm(prefix);
+  if (!names.ok()) return Fail(names.status());
+  for (const auto& n : *names) {
+    auto s = Store::Attach(n, AttachMode::kReadOnly);
+    if (!s.ok()) {
+      std::printf("%-40s (not a store: %s)\n", n.c_str(), s.status().message().c_str());
+      continue;
+    }
+    StoreStats st = (*s)->stats();
+    EpochState ep = (*s)->epochs();
+    std::printf("%-40s job=%s node=%s rank=%d capacity=%s acked=%" PRIu64 " pending=%" PRIu64 "\n",
+                n.c_str(), st.job.c_str(), st.node.c_str(), st.rank, FormatSize(st.capacity).c_str(),
+                ep.acknowledged, ep.pending);
+  }
+  return 0;
+}
+
+int CmdLs(const Args& a) {
+  if (a.pos.empty()) return Usage("ls needs STORE");
+  auto store = OpenView(a.pos[0], a.epoch);
+  if (!store.ok()) return Fail(store.status());
+  auto files = (*store)->List(a.pos.size() > 1 ? a.pos[1] : "");
+  if (!files.ok()) return Fail(files.status());
+  for (const auto& f : *files) {
+    std::printf("%s %12" PRIu64 " %08x %s\n", ModeString(f.mode).c_str(), f.size, f.crc32c,
+                f.path.c_str());
+  }
+  return 0;
+}
+
+int CmdCat(const Args& a) {
+  if (a.pos.size() < 2) return Usage("cat needs STORE PATH");
+  auto store = OpenView(a.pos[0], a.epoch);
+  if (!store.ok()) return Fail(store.status());
+  auto fd = (*store)->Open(a.pos[1], O_RDONLY);
+  if (!fd.ok()) return Fail(fd.status());
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    auto n = (*store)->Read(*fd, buf.data(), buf.size());
+    if (!n.ok()) return Fail(n.status());
+    if (*n == 0) break;
+    size_t off = 0;
+    while (off < *n) {
+      ssize_t w = write(STDOUT_FILENO, buf.data() + off, *n - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return Fail(Status::FromErrno(errno, "write to standard output"));
+      off += static_cast<size_t>(w);
+    }
+  }
+  return 0;
+}
+
+int CmdStat(const Args& a) {
+  if (a.pos.empty()) return Usage("stat needs STORE");
+  auto store = OpenView(a.pos[0], a.epoch);
+  if (!store.ok()) return Fail(store.status());
+  if (a.pos.size() > 1) {
+    auto fi = (*store)->Stat(a.pos[1]);
+    if (!fi.ok()) return Fail(fi.status());
+    std::printf("path: %s\nsize: %" PRIu64 "\nmode: %s (%o)\nino: %" PRIu64
+                "\nmtime_ns: %lld\ncrc32c: %08x\n",
+                fi->path.c_str(), fi->size, ModeString(fi->mode).c_str(), fi->mode & 07777, fi->ino,
+                static_cast<long long>(fi->mtime_ns), fi->crc32c);
+    return 0;
+  }
+  StoreStats st = (*store)->stats();
+  EpochState ep = (*store)->epochs();
+  auto files = (*store)->List("");
+  std::printf("store: %s\njob: %s\nnode: %s\nrank: %d\ncapacity: %" PRIu64 " (%s)\n"
+              "block_size: %" PRIu64 "\nblocks: %" PRIu64 "\nmax_files: %u\nshm_bytes: %" PRIu64
+              "\nacknowledged_epoch: %" PRIu64 "\npending_epoch: %" PRIu64 "\nfiles: %zu\n",
+              (*store)->name().c_str(), st.job.c_str(), st.node.c_str(), st.rank, st.capacity,
+              FormatSize(st.capacity).c_str(), st.block_size, st.blocks_total, st.max_files,
+              st.shm_bytes, ep.acknowledged, ep.pending, files.ok() ? files->size() : size_t{0});
+  return 0;
+}
+
+int CmdVerify(const Args& a) {
+  if (a.pos.empty()) return Usage("verify needs STORE");
+  auto store = Store::Attach(Normalize(a.pos[0]), AttachMode::kReadOnly);
+  if (!store.ok()) return Fail(store.status());
+  EpochState ep = (*store)->epochs();
+  int checked = 0;
+  for (uint64_t e : {ep.acknowledged, ep.pending}) {
+    if (e == 0) continue;
+    Status s = (*store)->Verify(e);
+    if (!s.ok()) return Fail(s);
+    std::printf("epoch %" PRIu64 ": ok\n", e);
+    ++checked;
+  }
+  if (checked == 0) std::printf("no committed epoch\n");
+  return 0;
+}
+
+int CmdRm(const Args& a) {
+  if (a.pos.empty()) return Usage("rm needs STORE");
+  std::string name = Normalize(a.pos[0]);
+  if (a.pos.size() == 1) {
+    // Refuse to remove something that is not a store.
+    auto store = Store::Attach(name, AttachMode::kReadOnly);
+    if (!store.ok() && store.status().code() != EBADMSG) return Fail(store.status());
+    Status s = Store::Destroy(name);
+    return s.ok() ? 0 : Fail(s);
+  }
+  auto store = Store::Attach(name, AttachMode::kOwner);
+  if (!store.ok()) return Fail(store.status());
+  Status s = (*store)->Unlink(a.pos[1]);
+  return s.ok() ? 0 : Fail(s);
+}
+
+int CmdCreate(const Args& a) {
+  if (a.pos.empty()) return Usage("create needs STORE");
+  auto store = Store::Create(Normalize(a.pos[0]), a.create);
+  if (!store.ok()) return Fail(store.status());
+  return 0;
+}
+
+int CmdPut(const Args& a) {
+  if (a.pos.size() < 2) return Usage("put needs STORE PATH [FILE]");
+  int in = STDIN_FILENO;
+  if (a.pos.size() > 2 && a.pos[2] != "-") {
+    in = open(a.pos[2].c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) return Fail(Status::FromErrno(errno, "open " + a.pos[2]));
+  }
+  auto store = Store::Attach(Normalize(a.pos[0]), AttachMode::kOwner);
+  if (!store.ok()) return Fail(store.status());
+  auto fd = (*store)->Open(a.pos[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!fd.ok()) return Fail(fd.status());
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    ssize_t n = read(in, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Fail(Status::FromErrno(errno, "read input"));
+    if (n == 0) break;
+    auto w = (*store)->Write(*fd, buf.data(), static_cast<size_t>(n));
+    if (!w.ok()) return Fail(w.status());
+    if (*w != static_cast<size_t>(n)) return Fail(Status::NoSpace("store full writing " + a.pos[1]));
+  }
+  if (in != STDIN_FILENO) close(in);
+  Status s = (*store)->Close(*fd);
+  return s.ok() ? 0 : Fail(s);
+}
+
+int CmdCommit(const Args& a) {
+  if (a.pos.empty()) return Usage("commit needs STORE");
+  auto store = Store::Attach(Normalize(a.pos[0]), AttachMode::kOwner);
+  if (!store.ok()) return Fail(store.status());
+  auto e = (*store)->Commit();
+  if (!e.ok()) return Fail(e.status());
+  if (a.ack) {
+    Status s = (*store)->Acknowledge(*e);
+    if (!s.ok()) return Fail(s);
+  }
+  std::printf("%" PRIu64 "\n", *e);
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](const char* opt) -> Result<std::string> {
+      if (i + 1 >= argc) return Status::InvalidArgument(std::string(opt) + " needs a value");
+      return std::string(argv[++i]);
+    };
+    auto size_opt = [&](const char* opt, uint64_t* out) -> Status {
+      DLCKPT_ASSIGN_OR_RETURN(std::string v, value(opt));
+      DLCKPT_ASSIGN_OR_RETURN(*out, ParseSize(v));
+      return Status::OK();
+    };
+    Status st;
+    uint64_t v = 0;
+    if (arg == "-h" || arg == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--epoch") {
+      st = size_opt("--epoch", &a.epoch);
+    } else if (arg == "--capacity") {
+      st = size_opt("--capacity", &a.create.capacity);
+    } else if (arg == "--block-size") {
+      st = size_opt("--block-size", &v);
+      a.create.block_size = static_cast<uint32_t>(v);
+      if (st.ok() && v > UINT32_MAX) st = Status::InvalidArgument("--block-size too large");
+    } else if (arg == "--max-files") {
+      st = size_opt("--max-files", &v);
+      a.create.max_files = static_cast<uint32_t>(v);
+      if (st.ok() && v > UINT32_MAX) st = Status::InvalidArgument("--max-files too large");
+    } else if (arg == "--job") {
+      auto r = value("--job");
+      st = r.status();
+      if (r.ok()) a.create.job = *r;
+    } else if (arg == "--node") {
+      auto r = value("--node");
+      st = r.status();
+      if (r.ok()) a.create.node = *r;
+    } else if (arg == "--rank") {
+      st = size_opt("--rank", &v);
+      a.create.rank = static_cast<int>(v);
+    } else if (arg == "--no-ack") {
+      a.ack = false;
+    } else if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
+      return Usage("unknown option " + arg);
+    } else if (a.cmd.empty()) {
+      a.cmd = arg;
+    } else {
+      a.pos.push_back(arg);
+    }
+    if (!st.ok()) return Usage(st.message());
+  }
+  if (a.cmd.empty()) return Usage("missing command");
+  if (a.cmd == "list") return CmdList(a);
+  if (a.cmd == "ls") return CmdLs(a);
+  if (a.cmd == "cat") return CmdCat(a);
+  if (a.cmd == "stat") return CmdStat(a);
+  if (a.cmd == "verify") return CmdVerify(a);
+  if (a.cmd == "rm") return CmdRm(a);
+  if (a.cmd == "create") return CmdCreate(a);
+  if (a.cmd == "put") return CmdPut(a);
+  if (a.cmd == "commit") return CmdCommit(a);
+  return Usage("unknown command " + a.cmd);
+}
+
+}  // namespace
+}  // namespace dlckpt::memfs
+
+int main(int argc, char** argv) { return dlckpt::memfs::Main(argc, argv); }

@@ -1,0 +1,608 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dlckpt/crc32c.h"
+#include "dlckpt/memfs.h"
+#include "dlckpt/store.h"
+#include "dlckpt/units.h"
+
+namespace dlckpt::memfs {
+namespace {
+
+std::string UniqueName() {
+  static std::atomic<int> counter{0};
+  return "/dlckpt-test." + std::to_string(getpid()) + "." + std::to_string(counter++);
+}
+
+std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { name_ = UniqueName(); }
+  void TearDown() override { (void)Store::Destroy(name_); }
+
+  std::unique_ptr<Store> Make(uint64_t capacity = 4 << 20, uint32_t block = 4096,
+                              uint32_t max_files = 64, uint32_t max_open = 64) {
+    StoreOptions o;
+    o.capacity = capacity;
+    o.block_size = block;
+    o.max_files = max_files;
+    o.max_open = max_open;
+    o.job = "job1";
+    o.node = "node0";
+    o.rank = 3;
+    auto r = Store::Create(name_, o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+
+  static void WriteFile(Store& s, const std::string& path, const std::vector<uint8_t>& data) {
+    auto fd = s.Open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
+    auto n = s.Write(*fd, data.data(), data.size());
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, data.size());
+    ASSERT_TRUE(s.Close(*fd).ok());
+  }
+
+  static std::vector<uint8_t> ReadFile(Store& s, const std::string& path) {
+    auto fd = s.Open(path, O_RDONLY);
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    if (!fd.ok()) return {};
+    auto fi = s.Fstat(*fd);
+    std::vector<uint8_t> out(fi->size);
+    auto n = s.Read(*fd, out.data(), out.size());
+    EXPECT_TRUE(n.ok());
+    EXPECT_EQ(*n, out.size());
+    EXPECT_TRUE(s.Close(*fd).ok());
+    return out;
+  }
+
+  std::string name_;
+};
+
+TEST_F(StoreTest, NameCarriesJobNodeRank) {
+  auto n = StoreName("job42", "node-3.cluster", 17);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, "/dlckpt.job42.node-3.cluster.r17");
+  EXPECT_EQ(StoreName("bad.job", "n", 0).status().code(), EINVAL);
+  EXPECT_EQ(StoreName("j", "bad/node", 0).status().code(), EINVAL);
+  EXPECT_EQ(StoreName("j", "n", -1).status().code(), EINVAL);
+}
+
+TEST_F(StoreTest, CreateWriteReadStatList) {
+  auto s = Make();
+  auto data = Pattern(10000, 1);
+  WriteFile(*s, "/dlckpt/a/ckpt.0", data);
+  WriteFile(*s, "/dlckpt/a/ckpt.1", Pattern(5, 2));
+  WriteFile(*s, "/dlckpt/b", {});
+  EXPECT_EQ(ReadFile(*s, "/dlckpt/a/ckpt.0"), data);
+  auto st = s->Stat("/dlckpt/a/ckpt.0");
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->size, 10000u);
+  EXPECT_TRUE(S_ISREG(st->mode));
+  EXPECT_EQ(st->mode & 0777, 0644u);
+  auto list = s->List("/dlckpt/a/");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].path, "/dlckpt/a/ckpt.0");
+  EXPECT_EQ((*list)[1].path, "/dlckpt/a/ckpt.1");
+  EXPECT_EQ(s->List("")->size(), 3u);
+  StoreStats stats = s->stats();
+  EXPECT_EQ(stats.job, "job1");
+  EXPECT_EQ(stats.node, "node0");
+  EXPECT_EQ(stats.rank, 3);
+}
+
+TEST_F(StoreTest, WritePastEofZeroFillsHole) {
+  auto s = Make();
+  auto fd = s->Open("/f", O_RDWR | O_CREAT, 0600);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_EQ(*s->Pwrite(*fd, "abc", 3, 0), 3u);
+  ASSERT_EQ(*s->Pwrite(*fd, "xyz", 3, 9000), 3u);
+  std::vector<uint8_t> buf(9003);
+  ASSERT_EQ(*s->Pread(*fd, buf.data(), buf.size(), 0), 9003u);
+  EXPECT_EQ(std::memcmp(buf.data(), "abc", 3), 0);
+  for (size_t i = 3; i < 9000; ++i) ASSERT_EQ(buf[i], 0) << i;
+  EXPECT_EQ(std::memcmp(buf.data() + 9000, "xyz", 3), 0);
+  // Shrink then grow: the old bytes must not reappear.
+  ASSERT_TRUE(s->Ftruncate(*fd, 1).ok());
+  ASSERT_TRUE(s->Ftruncate(*fd, 8).ok());
+  ASSERT_EQ(*s->Pread(*fd, buf.data(), 8, 0), 8u);
+  EXPECT_EQ(buf[0], 'a');
+  for (size_t i = 1; i < 8; ++i) EXPECT_EQ(buf[i], 0);
+  // lseek past the end and write.
+  ASSERT_EQ(*s->Seek(*fd, 100, SEEK_END), 108u);
+  ASSERT_EQ(*s->Write(*fd, "z", 1), 1u);
+  EXPECT_EQ(s->Fstat(*fd)->size, 109u);
+  ASSERT_TRUE(s->Close(*fd).ok());
+}
+
+TEST_F(StoreTest, SeveralHandlesShareOneFile) {
+  auto s = Make();
+  auto a = s->Open("/f", O_RDWR | O_CREAT, 0600);
+  auto b = s->Open("/f", O_RDONLY);
+  auto c = s->Open("/f", O_WRONLY | O_APPEND);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  ASSERT_EQ(*s->Write(*a, "hello", 5), 5u);
+  ASSERT_EQ(*s->Write(*c, "!", 1), 1u);
+  char buf[16] = {};
+  ASSERT_EQ(*s->Read(*b, buf, sizeof buf), 6u);
+  EXPECT_STREQ(buf, "hello!");
+  // Unlinked while open: still readable through the handle, gone by name.
+  ASSERT_TRUE(s->Unlink("/f").ok());
+  EXPECT_EQ(s->Stat("/f").status().code(), ENOENT);
+  ASSERT_EQ(*s->Pread(*b, buf, 5, 0), 5u);
+  for (int fd : {*a, *b, *c}) ASSERT_TRUE(s->Close(fd).ok());
+  EXPECT_EQ(s->stats().blocks_free, s->stats().blocks_total);
+}
+
+TEST_F(StoreTest, ErrorsAreErrnoValued) {
+  auto s = Make(1 << 20, 4096, 4, 3);
+  EXPECT_EQ(s->Open("/missing", O_RDONLY).status().code(), ENOENT);
+  EXPECT_EQ(s->Open("", O_RDONLY).status().code(), ENOENT);
+  EXPECT_EQ(s->Open(std::string(300, 'x'), O_RDWR | O_CREAT).status().code(), ENAMETOOLONG);
+  auto fd = s->Open("/f", O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_TRUE(fd.ok());
+  EXPECT_EQ(s->Open("/f", O_WRONLY | O_CREAT | O_EXCL, 0600).status().code(), EEXIST);
+  char buf[4];
+  EXPECT_EQ(s->Read(*fd, buf, 4).status().code(), EBADF);  // write-only
+  ASSERT_TRUE(s->Close(*fd).ok());
+  EXPECT_EQ(s->Close(*fd).code(), EBADF);
+  EXPECT_EQ(s->Write(*fd, "x", 1).status().code(), EBADF);
+  EXPECT_EQ(s->Write(12345, "x", 1).status().code(), EBADF);
+  EXPECT_EQ(s->Write(-1, "x", 1).status().code(), EBADF);
+  auto ro = s->Open("/f", O_RDONLY);
+  ASSERT_TRUE(ro.ok());
+  EXPECT_EQ(s->Write(*ro, "x", 1).status().code(), EBADF);
+  EXPECT_EQ(s->Ftruncate(*ro, 0).code(), EINVAL);
+  EXPECT_EQ(s->Seek(*ro, -1, SEEK_SET).status().code(), EINVAL);
+  EXPECT_EQ(s->Seek(*ro, 0, 99).status().code(), EINVAL);
+  // EMFILE: three handles allowed.
+  auto h2 = s->Open("/f", O_RDONLY);
+  auto h3 = s->Open("/f", O_RDONLY);
+  ASSERT_TRUE(h2.ok() && h3.ok());
+  EXPECT_EQ(s->Open("/f", O_RDONLY).status().code(), EMFILE);
+  for (int f : {*ro, *h2, *h3}) ASSERT_TRUE(s->Close(f).ok());
+  // The file table holds four files.
+  for (int i = 0; i < 3; ++i) WriteFile(*s, "/g" + std::to_string(i), {1});
+  EXPECT_EQ(s->Open("/g9", O_WRONLY | O_CREAT).status().code(), ENOSPC);
+  EXPECT_EQ(s->Rename("/nope", "/x").code(), ENOENT);
+  EXPECT_EQ(s->Unlink("/nope").code(), ENOENT);
+  ASSERT_TRUE(s->Unlink("/g2").ok());
+  ASSERT_TRUE(s->Mkdir("/d", 0755).ok());
+  EXPECT_EQ(s->Open("/d", O_WRONLY).status().code(), EISDIR);
+  EXPECT_EQ(s->Open("/f", O_RDONLY | O_DIRECTORY).status().code(), ENOTDIR);
+  EXPECT_EQ(s->Rmdir("/f").code(), ENOTDIR);
+  EXPECT_EQ(s->Unlink("/d").code(), EISDIR);
+}
+
+TEST_F(StoreTest, FullStoreGivesEnospcAndStaysUsable) {
+  auto s = Make(64 * 4096, 4096);
+  auto fd = s->Open("/big", O_RDWR | O_CREAT, 0600);
+  ASSERT_TRUE(fd.ok());
+  auto data = Pattern(100 * 4096, 7);
+  auto n = s->Write(*fd, data.data(), data.size());
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 64u * 4096);  // a partial write fills the store
+  auto again = s->Write(*fd, data.data(), 10);
+  EXPECT_EQ(again.status().code(), ENOSPC);
+  EXPECT_EQ(s->Fstat(*fd)->size, 64u * 4096);
+  EXPECT_EQ(s->Open("/other", O_WRONLY | O_CREAT).ok(), true);
+  EXPECT_EQ(s->Truncate("/other", 4096).code(), ENOSPC);
+  EXPECT_EQ(s->Stat("/other")->size, 0u);
+  // Everything written is intact; freeing space makes the store usable again.
+  std::vector<uint8_t> back(64 * 4096);
+  ASSERT_EQ(*s->Pread(*fd, back.data(), back.size(), 0), back.size());
+  EXPECT_EQ(0, std::memcmp(back.data(), data.data(), back.size()));
+  ASSERT_TRUE(s->Ftruncate(*fd, 32 * 4096).ok());
+  WriteFile(*s, "/small", Pattern(16 * 4096, 8));
+  EXPECT_EQ(ReadFile(*s, "/small"), Pattern(16 * 4096, 8));
+  ASSERT_TRUE(s->Close(*fd).ok());
+}
+
+TEST_F(StoreTest, CommittedBytesSurviveOverwriteUntilAcknowledged) {
+  auto s = Make(1 << 20, 4096);
+  auto v1 = Pattern(50000, 1), v2 = Pattern(30000, 2);
+  WriteFile(*s, "/ckpt", v1);
+  auto e1 = s->Commit();
+  ASSERT_TRUE(e1.ok());
+  EXPECT_EQ(*e1, 1u);
+  ASSERT_TRUE(s->Acknowledge(1).ok());
+  auto img1 = s->GetImage(1);
+  ASSERT_TRUE(img1.ok());
+  std::vector<uint8_t> before(img1->size);
+  CopyFromImage(*img1, 0, before.data(), before.size());
+
+  // Overwrite in place (no truncate), then partially, then truncate.
+  auto fd = s->Open("/ckpt", O_RDWR);
+  ASSERT_TRUE(fd.ok());
+  ASSERT_EQ(*s->Pwrite(*fd, v2.data(), v2.size(), 0), v2.size());
+  ASSERT_EQ(*s->Pwrite(*fd, "Q", 1, 45000), 1u);
+  ASSERT_TRUE(s->Close(*fd).ok());
+  std::vector<uint8_t> after(img1->size);
+  CopyFromImage(*img1, 0, after.data(), after.size());
+  EXPECT_EQ(before, after);
+  EXPECT_TRUE(s->Verify(1).ok());
+
+  auto e2 = s->Commit();
+  ASSERT_TRUE(e2.ok());
+  EXPECT_EQ(*e2, 2u);
+  EXPECT_EQ(s->Commit().status().code(), EBUSY);
+  // While epoch 2 is pending, epoch 1 stays intact even if we keep writing.
+  WriteFile(*s, "/ckpt", Pattern(40000, 3));
+  CopyFromImage(*img1, 0, after.data(), after.size());
+  EXPECT_EQ(before, after);
+  EXPECT_TRUE(s->Verify(1).ok());
+  EXPECT_TRUE(s->Verify(2).ok());
+  ASSERT_TRUE(s->Acknowledge(2).ok());
+  EXPECT_EQ(s->GetImage(1).status().code(), ENOENT);
+  EXPECT_EQ(s->epochs().acknowledged, 2u);
+
+  // Rollback returns to epoch 2's content.
+  ASSERT_TRUE(s->Rollback().ok());
+  auto expect = v1;
+  std::memcpy(expect.data(), v2.data(), v2.size());
+  expect[45000] = 'Q';
+  EXPECT_EQ(ReadFile(*s, "/ckpt"), expect);
+}
+
+TEST_F(StoreTest, EpochNumbersAreNeverReused) {
+  auto s = Make();
+  WriteFile(*s, "/a", {1, 2, 3});
+  ASSERT_EQ(*s->Commit(), 1u);
+  ASSERT_TRUE(s->AbortPending().ok());
+  EXPECT_EQ(s->Commit(1).status().code(), EINVAL);
+  ASSERT_EQ(*s->Commit(), 2u);
+  ASSERT_TRUE(s->Acknowledge(2).ok());
+  ASSERT_EQ(*s->Commit(7), 7u);
+  EXPECT_EQ(s->Acknowledge(6).code(), EINVAL);
+  ASSERT_TRUE(s->Acknowledge(7).ok());
+}
+
+TEST_F(StoreTest, RestoreChoosesPendingOrAcknowledged) {
+  auto s = Make();
+  WriteFile(*s, "/a", {1});
+  ASSERT_EQ(*s->Commit(), 1u);
+  ASSERT_TRUE(s->Acknowledge(1).ok());
+  WriteFile(*s, "/a", {2});
+  ASSERT_EQ(*s->Commit(), 2u);
+  WriteFile(*s, "/a", {3});
+  // Recovery decided on the acknowledged epoch 1.
+  ASSERT_TRUE(s->Restore(1).ok());
+  EXPECT_EQ(ReadFile(*s, "/a"), std::vector<uint8_t>{1});
+  EXPECT_EQ(s->epochs().pending, 0u);
+  WriteFile(*s, "/a", {4});
+  ASSERT_EQ(*s->Commit(), 3u);
+  // Recovery decided on the pending epoch 3.
+  ASSERT_TRUE(s->Restore(3).ok());
+  EXPECT_EQ(ReadFile(*s, "/a"), std::vector<uint8_t>{4});
+  EXPECT_EQ(s->epochs().acknowledged, 3u);
+  EXPECT_EQ(s->Restore(2).code(), ENOENT);
+}
+
+TEST_F(StoreTest, MemoryCostIsAboutTwiceTheCheckpoint) {
+  auto s = Make(8 << 20, 65536);
+  uint64_t total = s->stats().blocks_total;
+  auto data = Pattern(3 << 20, 1);
+  for (int epoch = 1; epoch <= 4; ++epoch) {
+    WriteFile(*s, "/ckpt", data);  // rewrite with truncate, as apps do
+    uint64_t used = total - s->stats().blocks_free;
+    // acknowledged + working copy of 48 blocks each
+    EXPECT_LE(used, 2u * 48u) << "epoch " << epoch;
+    auto e = s->Commit();
+    ASSERT_TRUE(e.ok());
+    ASSERT_TRUE(s->Acknowledge(*e).ok());
+    EXPECT_EQ(total - s->stats().blocks_free, 48u);
+  }
+}
+
+TEST_F(StoreTest, ReadOnlyAttachSeesCommittedEpoch) {
+  auto s = Make();
+  WriteFile(*s, "/x", Pattern(1000, 1));
+  ASSERT_EQ(*s->Commit(), 1u);
+  ASSERT_TRUE(s->Acknowledge(1).ok());
+  WriteFile(*s, "/x", Pattern(2000, 2));  // uncommitted
+  WriteFile(*s, "/y", Pattern(10, 3));
+  auto ro = Store::Attach(name_, AttachMode::kReadOnly);
+  ASSERT_TRUE(ro.ok()) << ro.status().ToString();
+  EXPECT_EQ(ReadFile(**ro, "/x"), Pattern(1000, 1));
+  EXPECT_EQ((*ro)->Stat("/y").status().code(), ENOENT);
+  EXPECT_EQ((*ro)->Open("/x", O_RDWR).status().code(), EROFS);
+  EXPECT_EQ((*ro)->Commit().status().code(), EROFS);
+  EXPECT_TRUE((*ro)->Verify(1).ok());
+  EXPECT_EQ((*ro)->epochs().acknowledged, 1u);
+  // A second owner is refused while the first lives.
+  EXPECT_EQ(Store::Attach(name_, AttachMode::kOwner).status().code(), EBUSY);
+}
+
+TEST_F(StoreTest, CleanDetachKeepsWorkingFilesForNextOwner) {
+  {
+    auto s = Make();
+    WriteFile(*s, "/committed", Pattern(100, 1));
+    ASSERT_EQ(*s->Commit(), 1u);
+    ASSERT_TRUE(s->Acknowledge(1).ok());
+    WriteFile(*s, "/working", Pattern(5000, 2));
+  }
+  auto s = Store::Attach(name_, AttachMode::kOwner);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(ReadFile(**s, "/working"), Pattern(5000, 2));
+  EXPECT_EQ(ReadFile(**s, "/committed"), Pattern(100, 1));
+  EXPECT_EQ((*s)->epochs().acknowledged, 1u);
+  // The blocks are accounted: nothing leaked, nothing double-used.
+  WriteFile(**s, "/more", Pattern(8000, 3));
+  EXPECT_EQ(ReadFile(**s, "/working"), Pattern(5000, 2));
+  ASSERT_TRUE((*s)->Rollback().ok());
+  EXPECT_EQ((*s)->Stat("/working").status().code(), ENOENT);
+  EXPECT_EQ((*s)->stats().blocks_free, (*s)->stats().blocks_total - 1);
+}
+
+TEST_F(StoreTest, ImageRoundTripRebuildsStoreByteForByte) {
+  auto s = Make(2 << 20, 4096);
+  WriteFile(*s, "/dlckpt/app/rank3.ckpt", Pattern(123457, 1));
+  WriteFile(*s, "/dlckpt/app/meta", Pattern(17, 2));
+  WriteFile(*s, "/dlckpt/empty", {});
+  ASSERT_TRUE(s->Mkdir("/dlckpt/dir", 0750).ok());
+  ASSERT_EQ(*s->Commit(), 1u);
+  ASSERT_TRUE(s->Acknowledge(1).ok());
+  // Fragment the store so the image has several extents.
+  WriteFile(*s, "/dlckpt/app/meta", Pattern(9000, 3));
+  ASSERT_EQ(*s->Commit(), 2u);
+  auto img = s->GetImage(2);
+  ASSERT_TRUE(img.ok());
+  std::vector<uint8_t> bytes(img->size);
+  CopyFromImage(*img, 0, bytes.data(), bytes.size());
+
+  std::string rebuilt = UniqueName();
+  {
+    auto b = ImageBuilder::Begin(rebuilt, "spare7");
+    ASSERT_TRUE(b.ok());
+    // Odd-sized pieces plus zero padding, as the codec delivers them.
+    bytes.resize(bytes.size() + 5000, 0);
+    size_t off = 0, step = 1;
+    while (off < bytes.size()) {
+      size_t n = std::min(step, bytes.size() - off);
+      ASSERT_TRUE((*b)->Append(bytes.data() + off, n).ok());
+      off += n;
+      step = step * 3 + 1;
+    }
+    EXPECT_EQ((*b)->image_size(), img->size);
+    auto e = (*b)->Finish();
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_EQ(*e, 2u);
+  }
+  auto r = Store::Attach(rebuilt, AttachMode::kReadOnly);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->epochs().acknowledged, 2u);
+  EXPECT_TRUE((*r)->Verify(2).ok());
+  EXPECT_EQ((*r)->stats().node, "spare7");
+  EXPECT_EQ((*r)->stats().rank, 3);
+  EXPECT_EQ(ReadFile(**r, "/dlckpt/app/rank3.ckpt"), Pattern(123457, 1));
+  EXPECT_EQ(ReadFile(**r, "/dlckpt/app/meta"), Pattern(9000, 3));
+  EXPECT_TRUE(S_ISDIR((*r)->Stat("/dlckpt/dir")->mode));
+  auto img2 = (*r)->GetImage(2);
+  ASSERT_TRUE(img2.ok());
+  std::vector<uint8_t> bytes2(img2->size);
+  CopyFromImage(*img2, 0, bytes2.data(), bytes2.size());
+  bytes.resize(img->size);
+  EXPECT_EQ(bytes, bytes2);  // byte-identical image
+  // The rebuilt store can be owned and continue epochs.
+  r->reset();
+  auto o = Store::Attach(rebuilt, AttachMode::kOwner);
+  ASSERT_TRUE(o.ok());
+  WriteFile(**o, "/dlckpt/app/meta", {9});
+  EXPECT_EQ(*(*o)->Commit(), 3u);
+  o->reset();
+  (void)Store::Destroy(rebuilt);
+}
+
+TEST_F(StoreTest, CorruptImageIsRefusedAndLeavesNothing) {
+  auto s = Make();
+  WriteFile(*s, "/f", Pattern(10000, 1));
+  ASSERT_EQ(*s->Commit(), 1u);
+  auto img = s->GetImage(1);
+  std::vector<uint8_t> bytes(img->size);
+  CopyFromImage(*img, 0, bytes.data(), bytes.size());
+  std::string rebuilt = UniqueName();
+  {
+    auto flipped = bytes;
+    flipped[flipped.size() - 10] ^= 1;  // file data
+    auto b = ImageBuilder::Begin(rebuilt, "n");
+    ASSERT_TRUE((*b)->Append(flipped.data(), flipped.size()).ok());
+    EXPECT_EQ((*b)->Finish().status().code(), EBADMSG);
+  }
+  EXPECT_EQ(Store::Attach(rebuilt, AttachMode::kReadOnly).status().code(), ENOENT);
+  {
+    auto flipped = bytes;
+    flipped[40] ^= 1;  // header
+    auto b = ImageBuilder::Begin(rebuilt, "n");
+    EXPECT_EQ((*b)->Append(flipped.data(), flipped.size()).code(), EBADMSG);
+  }
+  {
+    auto b = ImageBuilder::Begin(rebuilt, "n");
+    ASSERT_TRUE((*b)->Append(bytes.data(), bytes.size() / 2).ok());
+    EXPECT_EQ((*b)->Finish().status().code(), ENODATA);
+  }
+  EXPECT_EQ(Store::Attach(rebuilt, AttachMode::kReadOnly).status().code(), ENOENT);
+}
+
+TEST_F(StoreTest, DamagedStoreIsRefusedNotRead) {
+  auto s = Make();
+  WriteFile(*s, "/f", Pattern(10000, 1));
+  ASSERT_EQ(*s->Commit(), 1u);
+  ASSERT_TRUE(s->Acknowledge(1).ok());
+  auto raw = Env::Default()->OpenShm(name_, true);
+  ASSERT_TRUE(raw.ok());
+  uint8_t* p = (*raw)->data();
+  // Damage a file's data: attach works, Verify names the file.
+  auto img = s->GetImage(1);
+  const_cast<uint8_t*>(img->extents.back().data)[5] ^= 0xff;
+  auto ro = Store::Attach(name_, AttachMode::kReadOnly);
+  ASSERT_TRUE(ro.ok());
+  Status v = (*ro)->Verify(1);
+  EXPECT_EQ(v.code(), EBADMSG);
+  EXPECT_NE(v.message().find("/f"), std::string::npos);
+  const_cast<uint8_t*>(img->extents.back().data)[5] ^= 0xff;
+  // Damage the version slot's file table.
+  p[4096 + 216 + 3] ^= 0x40;
+  EXPECT_EQ(Store::Attach(name_, AttachMode::kReadOnly).status().code(), EBADMSG);
+  p[4096 + 216 + 3] ^= 0x40;
+  // Damage the geometry.
+  p[20] ^= 1;
+  auto bad = Store::Attach(name_, AttachMode::kReadOnly);
+  EXPECT_EQ(bad.status().code(), EBADMSG);
+  EXPECT_NE(bad.status().message().find(name_), std::string::npos);
+  p[20] ^= 1;
+  EXPECT_TRUE(Store::Attach(name_, AttachMode::kReadOnly).ok());
+  // Not a store at all.
+  std::string junk = UniqueName();
+  auto j = Env::Default()->CreateShm(junk, 8192, false);
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ(Store::Attach(junk, AttachMode::kReadOnly).status().code(), EBADMSG);
+  (void)Env::Default()->UnlinkShm(junk);
+}
+
+TEST_F(StoreTest, ShmIsMode0600) {
+  auto s = Make();
+  struct stat st;
+  ASSERT_EQ(stat(("/dev/shm" + name_).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+class FailingEnv final : public Env {
+ public:
+  Result<std::unique_ptr<MappedShm>> CreateShm(const std::string& name, size_t, bool) override {
+    return Status::FromErrno(ENOSPC, "fallocate " + name);
+  }
+};
+
+TEST_F(StoreTest, CreationFailureIsReportedAndLeavesNothing) {
+  FailingEnv env;
+  StoreOptions o;
+  auto r = Store::Create(name_, o, &env);
+  EXPECT_EQ(r.status().code(), ENOSPC);
+  EXPECT_EQ(Store::Attach(name_, AttachMode::kReadOnly).status().code(), ENOENT);
+  o.block_size = 1000;
+  EXPECT_EQ(Store::Create(name_, o).status().code(), EINVAL);
+  o.block_size = 4096;
+  o.capacity = 0;
+  EXPECT_EQ(Store::Create(name_, o).status().code(), EINVAL);
+}
+
+TEST_F(StoreTest, ConcurrentWritersOnDifferentFiles) {
+  auto s = Make(16 << 20, 4096, 64, 64);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto data = Pattern(300000, t);
+      auto fd = s->Open("/t" + std::to_string(t), O_WRONLY | O_CREAT, 0600);
+      ASSERT_TRUE(fd.ok());
+      for (size_t off = 0; off < data.size(); off += 1000) {
+        ASSERT_TRUE(s->Write(*fd, data.data() + off, std::min<size_t>(1000, data.size() - off)).ok());
+      }
+      ASSERT_TRUE(s->Close(*fd).ok());
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(ReadFile(*s, "/t" + std::to_string(t)), Pattern(300000, t));
+  auto e = s->Commit();
+  ASSERT_TRUE(e.ok());
+  EXPECT_TRUE(s->Verify(*e).ok());
+}
+
+TEST_F(StoreTest, RenameFilesAndDirectories) {
+  auto s = Make();
+  WriteFile(*s, "/a", {1});
+  WriteFile(*s, "/b", {2});
+  ASSERT_TRUE(s->Rename("/a", "/b").ok());  // replaces
+  EXPECT_EQ(ReadFile(*s, "/b"), std::vector<uint8_t>{1});
+  EXPECT_EQ(s->Stat("/a").status().code(), ENOENT);
+  ASSERT_TRUE(s->Mkdir("/d", 0755).ok());
+  WriteFile(*s, "/d/x", {3});
+  WriteFile(*s, "/d/y/z", {4});
+  WriteFile(*s, "/dz", {5});
+  ASSERT_TRUE(s->Rename("/d", "/e").ok());
+  EXPECT_EQ(ReadFile(*s, "/e/x"), std::vector<uint8_t>{3});
+  EXPECT_EQ(ReadFile(*s, "/e/y/z"), std::vector<uint8_t>{4});
+  EXPECT_EQ(ReadFile(*s, "/dz"), std::vector<uint8_t>{5});
+  EXPECT_EQ(s->Rmdir("/e").code(), ENOTEMPTY);
+  EXPECT_EQ(s->Rename("/e", "/e/sub").code(), EINVAL);
+  EXPECT_EQ(s->Rename("/b", "/e").code(), EISDIR);
+}
+
+TEST(CApiTest, ErrnoAtTheBoundary) {
+  std::string name = UniqueName();
+  dlckpt_store_options_t o;
+  dlckpt_store_options_init(&o);
+  o.capacity = 1 << 20;
+  o.prefault = 0;
+  dlckpt_store_t* s = dlckpt_store_create(name.c_str(), &o);
+  ASSERT_NE(s, nullptr) << dlckpt_last_error();
+  int fd = dlckpt_open(s, "/dlckpt/x", O_WRONLY | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(dlckpt_write(s, fd, "hello", 5), 5);
+  struct stat st;
+  ASSERT_EQ(dlckpt_fstat(s, fd, &st), 0);
+  EXPECT_EQ(st.st_size, 5);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(dlckpt_close(s, fd), 0);
+  errno = 0;
+  EXPECT_EQ(dlckpt_write(s, fd, "x", 1), -1);
+  EXPECT_EQ(errno, EBADF);
+  EXPECT_NE(std::string(dlckpt_last_error()).find("fd"), std::string::npos);
+  EXPECT_EQ(dlckpt_open(s, "/nope", O_RDONLY, 0), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_NE(std::string(dlckpt_last_error()).find("/nope"), std::string::npos);
+  EXPECT_EQ(dlckpt_lseek(s, 99, 0, SEEK_SET), -1);
+  EXPECT_EQ(errno, EBADF);
+  uint64_t epoch = 0;
+  ASSERT_EQ(dlckpt_store_commit(s, &epoch), 0);
+  EXPECT_EQ(epoch, 1u);
+  EXPECT_EQ(dlckpt_store_acknowledge(s, 1), 0);
+  EXPECT_EQ(dlckpt_store_verify(s, 1), 0);
+  EXPECT_EQ(dlckpt_store_attach(name.c_str(), DLCKPT_ATTACH_OWNER), nullptr);
+  EXPECT_EQ(errno, EBUSY);
+  EXPECT_EQ(dlckpt_store_destroy(s), 0);
+  EXPECT_EQ(dlckpt_store_attach(name.c_str(), DLCKPT_ATTACH_READONLY), nullptr);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(dlckpt_close(nullptr, 0), -1);
+  EXPECT_EQ(errno, EBADF);
+  char buf[8];
+  EXPECT_EQ(dlckpt_store_name("j", "n", 1, buf, sizeof buf), -1);
+  EXPECT_EQ(errno, ERANGE);
+}
+
+TEST(UnitsTest, ParseAndFormat) {
+  EXPECT_EQ(*ParseSize("4096"), 4096u);
+  EXPECT_EQ(*ParseSize("64K"), 65536u);
+  EXPECT_EQ(*ParseSize("64KiB"), 65536u);
+  EXPECT_EQ(*ParseSize("16m"), 16u << 20);
+  EXPECT_EQ(*ParseSize("1G"), 1u << 30);
+  EXPECT_EQ(ParseSize("").status().code(), EINVAL);
+  EXPECT_EQ(ParseSize("12X").status().code(), EINVAL);
+  EXPECT_EQ(ParseSize("99999999999999999999").status().code(), EINVAL);
+  EXPECT_EQ(FormatSize(1536), "1.5 KiB");
+}
+
+TEST(Crc32cTest, KnownVector) {
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(Crc32c("56789", 5, Crc32c("1234", 4)), 0xE3069283u);
+}
+
+}  // namespace
+}  // namespace dlckpt::memfs

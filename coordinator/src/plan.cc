@@ -144,14 +144,15 @@ Status Validate(const PlanRequest& r) {
     return bad("--spares must be at most " + std::to_string(kMaxSpares) + " (the model's cost grows as spares squared), got " +
                std::to_string(r.spare_nodes));
   }
-  if (!(r.mttf_hours > 0) || !std::isfinite(r.mttf_hours)) {
-    return bad(Format("--mttf-hours must be a positive number, got %g", r.mttf_hours));
+  if (!(r.mttf_hours > 0) || !(r.mttf_hours <= kMaxHours)) {
+    return bad(Format("--mttf-hours must be a positive number up to %g, got %g", kMaxHours, r.mttf_hours));
   }
   if (r.phases < 1 || r.phases > kMaxPhases) {
     return bad("--phases must be in 1.." + std::to_string(kMaxPhases) + ", got " + std::to_string(r.phases));
   }
-  if (r.interval_hours && (!(*r.interval_hours > 0) || !std::isfinite(*r.interval_hours))) {
-    return bad(Format("--interval must be a positive number of hours or 'auto', got %g", *r.interval_hours));
+  if (r.interval_hours && (!(*r.interval_hours > 0) || !(*r.interval_hours <= kMaxHours))) {
+    return bad(Format("--interval must be a positive number of hours up to %g, or 'auto', got %g", kMaxHours,
+                      *r.interval_hours));
   }
   if (!(r.target > 0 && r.target < 1)) return bad(Format("--target must be in (0, 1), got %g", r.target));
   if (r.sim_runs < 0 || r.sim_runs > kMaxSimRuns) {
@@ -164,11 +165,11 @@ Status Validate(const PlanRequest& r) {
     if (s < 1) return bad("--spares-per-group values must be at least 1, got " + std::to_string(s));
   }
   auto check_times = [&](const Times& t, const std::string& what) -> Status {
-    if (!(t.ckpt_seconds >= 0) || !std::isfinite(t.ckpt_seconds)) {
+    if (!(t.ckpt_seconds >= 0) || !(t.ckpt_seconds <= kMaxHours)) {
       return bad(Format("checkpoint time %s must be a non-negative number of seconds, got %g", what.c_str(),
                         t.ckpt_seconds));
     }
-    if (!(t.restart_seconds >= 0) || !std::isfinite(t.restart_seconds)) {
+    if (!(t.restart_seconds >= 0) || !(t.restart_seconds <= kMaxHours)) {
       return bad(Format("restart time %s must be a non-negative number of seconds, got %g", what.c_str(),
                         t.restart_seconds));
     }
@@ -191,12 +192,18 @@ Status Validate(const PlanRequest& r) {
       const double non_negative[] = {p.group_sd_seconds, p.comm_seconds,   p.detect_seconds,
                                      p.recover_seconds,  p.launch_seconds, p.bootstrap_seconds};
       for (double v : positive) {
-        if (!(v > 0) || !std::isfinite(v)) return bad(Format("chapter 7 model: sizes and rates must be > 0, got %g", v));
+        if (!(v > 0) || !(v <= kMaxHours)) {
+          return bad(Format("chapter 7 model: sizes and rates must be in (0, %g], got %g", kMaxHours, v));
+        }
       }
       for (double v : non_negative) {
-        if (!(v >= 0) || !std::isfinite(v)) return bad(Format("chapter 7 model: times must be >= 0, got %g", v));
+        if (!(v >= 0) || !(v <= kMaxHours)) {
+          return bad(Format("chapter 7 model: times must be in [0, %g] seconds, got %g", kMaxHours, v));
+        }
       }
-      if (!std::isfinite(p.reduce_a) || !std::isfinite(p.reduce_b)) return bad("chapter 7 model: bad reduction coefficients");
+      if (!(std::fabs(p.reduce_a) <= kMaxHours) || !(std::fabs(p.reduce_b) <= kMaxHours)) {
+        return bad(Format("chapter 7 model: reduction coefficients must be within +-%g", kMaxHours));
+      }
       break;
     }
   }
@@ -207,6 +214,10 @@ std::string FormatProbability(double p) {
   if (p == 0) return "0";
   if (p >= 1e-3) return Format("%.4f", p);
   return Format("%.2e", p);
+}
+
+std::string FormatPhases(int64_t n) {
+  return n >= kMaxPhases ? std::string(">=2^30") : std::to_string(n);
 }
 
 std::string FormatPercent(const std::optional<double>& v) {
@@ -387,6 +398,10 @@ class JsonWriter {
     Separate();
     out_ += "null";
   }
+  void Bool(bool b) {
+    Separate();
+    out_ += b ? "true" : "false";
+  }
   void Optional(const std::optional<double>& v) { v ? Number(*v) : Null(); }
   std::string Take() { return std::move(out_) + "\n"; }
 
@@ -536,6 +551,8 @@ std::string FormatJson(const Plan& plan) {
     WritePoint(j, c.model);
     j.Key("phases_at_target");
     j.Int(c.model_phases_at_target);
+    j.Key("phases_at_target_is_cap");
+    j.Bool(c.model_phases_at_target >= kMaxPhases);
     j.Key("at_target");
     if (c.model_phases_at_target > 0) {
       WritePoint(j, c.model_at_target);
@@ -550,6 +567,8 @@ std::string FormatJson(const Plan& plan) {
       j.Int(c.sim->runs);
       j.Key("phases_at_target");
       j.Int(c.sim->phases_at_target);
+      j.Key("phases_at_target_is_cap");
+      j.Bool(c.sim->phases_at_target >= kMaxPhases);
       j.Key("marks");
       j.BeginArray();
       for (const SimMark& mk : c.sim->marks) {
@@ -609,16 +628,16 @@ std::string FormatTable(const Plan& plan) {
        "\n\n";
   s += "spares  groups x nodes        ckpt s  restart s  interval h  Young h   Daly h\n";
   for (const Candidate& c : plan.candidates) {
-    s += Format("%6lld  %-20s %7.2f  %9.2f  %10.3f  %7.3f  %7.3f\n",
+    s += Format("%6lld  %-20s %7.2f  %9.2f  %10.4g  %7.4g  %7.4g\n",
                 static_cast<long long>(c.layout.spares_per_group), c.layout.Describe().c_str(),
                 c.times.ckpt_seconds, c.times.restart_seconds, c.interval_hours, c.young_hours,
                 c.daly_hours);
   }
   const std::string pcol = Format("P(%lld)", static_cast<long long>(req.phases));
   const std::string tcol = Format("ph@%g", req.target);
-  s += "\n        model (constant failure rate)                 ";
+  s += "\n        model (constant failure rate)";
   if (req.sim_runs > 0) {
-    s += Format("simulation (%lld runs, seed %llu)", static_cast<long long>(req.sim_runs),
+    s += Format("                 simulation (%lld runs, seed %llu)", static_cast<long long>(req.sim_runs),
                 static_cast<unsigned long long>(req.seed));
   }
   s += Format("\nspares  %-10s %9s %9s %10s", pcol.c_str(), "overhead", tcol.c_str(), "ovh@ph");
@@ -627,24 +646,25 @@ std::string FormatTable(const Plan& plan) {
   }
   s += "\n";
   for (const Candidate& c : plan.candidates) {
-    s += Format("%6lld  %-10s %9s %9lld %10s", static_cast<long long>(c.layout.spares_per_group),
+    s += Format("%6lld  %-10s %9s %9s %10s", static_cast<long long>(c.layout.spares_per_group),
                 FormatProbability(c.model.p_success).c_str(), FormatPercent(c.model.overhead).c_str(),
-                static_cast<long long>(c.model_phases_at_target),
+                FormatPhases(c.model_phases_at_target).c_str(),
                 FormatPercent(c.model_phases_at_target > 0 ? c.model_at_target.overhead : std::nullopt)
                     .c_str());
     if (c.sim) {
       const SimMark& at_p = c.sim->marks[0];
       std::optional<double> at_t;
       if (c.sim->marks.size() > 1) at_t = c.sim->marks[1].overhead;
-      s += Format("    %-10s %9s %9lld %10s", FormatProbability(at_p.p_finish).c_str(),
-                  FormatPercent(at_p.overhead).c_str(), static_cast<long long>(c.sim->phases_at_target),
+      s += Format("    %-10s %9s %9s %10s", FormatProbability(at_p.p_finish).c_str(),
+                  FormatPercent(at_p.overhead).c_str(), FormatPhases(c.sim->phases_at_target).c_str(),
                   FormatPercent(at_t).c_str());
     }
     s += "\n";
   }
   s += Format("(%s: P(finishing %lld phases without a catastrophe); overhead: (time - phases x interval)\n"
-              " / (phases x interval) given success; %s: most phases finished with probability >= %g;\n"
-              " ovh@ph: overhead of that many phases (the model's count, also for the simulation))\n",
+              " / (phases x interval) given success; %s: most phases finished with probability >= %g\n"
+              " (\">=2^30\": at least the cap); ovh@ph: overhead of that many phases (the model's count,\n"
+              " also for the simulation))\n",
               pcol.c_str(), static_cast<long long>(req.phases), tcol.c_str(), req.target);
   for (const Skipped& k : plan.skipped) {
     s += "skipped: " + k.reason + "\n";

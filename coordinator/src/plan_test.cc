@@ -433,6 +433,42 @@ TEST(PlanSimulation, SingleGroupToleratesExactlyItsSpares) {
   EXPECT_LT(r.phases_at_target, 3);
 }
 
+TEST(PlanSimulation, FailureRateFallsAsNodesAreLost) {
+  // One group of 8 nodes with 4 spares, λ = 1/h, phases of 0.001 h and free
+  // checkpoints and restarts: a run lives until the 5th failure, T = sum of
+  // exponentials of rates 8, 7, 6, 5, 4 (a constant rate would be 8 for all,
+  // 30 % shorter). Its 10 % quantile, from the exact hypoexponential tail
+  // P(T > t) = sum_i prod_{j != i} r_j / (r_j - r_i) e^{-r_i t}, matches the
+  // simulation's phases at probability 0.9 within 3 % (20,000 runs; the
+  // partial phases lost to failures make < 1 %).
+  Result<Layout> l = MakeLayout(4, 4, 4);
+  ASSERT_TRUE(l.ok());
+  const double rates[] = {8, 7, 6, 5, 4};
+  auto tail = [&](double t) {
+    double p = 0;
+    for (double ri : rates) {
+      double w = 1;
+      for (double rj : rates) {
+        if (rj != ri) w *= rj / (rj - ri);
+      }
+      p += w * std::exp(-ri * t);
+    }
+    return p;
+  };
+  double lo = 0, hi = 10;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = (lo + hi) / 2;
+    (tail(mid) >= 0.9 ? lo : hi) = mid;
+  }
+  const double want_phases = lo / 0.001;
+  SimOptions o;
+  o.runs = 20000;
+  o.seed = 11;
+  o.marks = {1};
+  const SimResult r = Simulate(*l, SimParams{1.0, 0.001, 0.0, 0.0}, o);
+  EXPECT_NEAR(static_cast<double>(r.phases_at_target), want_phases, 0.03 * want_phases);
+}
+
 // ------------------------------------------------------ numerical safety
 
 bool AllFinite(const Plan& plan) {

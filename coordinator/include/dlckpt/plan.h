@@ -63,6 +63,9 @@ inline constexpr int64_t kDefaultMaxSparesPerGroup = 8;
 inline constexpr int64_t kMaxComputeNodes = 10'000'000;
 inline constexpr int64_t kMaxSpares = 4096;
 inline constexpr int64_t kMaxSimRuns = 10'000'000;
+// Largest MTTF and interval (hours), and times (seconds): keeps every
+// product of phases and hours far from overflow.
+inline constexpr double kMaxHours = 1e12;
 
 // ---------------------------------------------------------------- layout --
 

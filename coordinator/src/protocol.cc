@@ -270,6 +270,7 @@ std::string EncodeSurveyReply(const SurveyReply& m) {
       w.U32(p.group);
       w.U32(p.index);
       w.U32(p.k);
+      w.U32(p.ngroups);
       w.U8(p.scheme);
       w.U64(p.epoch);
       w.U64(p.generation);
@@ -301,7 +302,7 @@ Result<SurveyReply> DecodeSurveyReply(std::string_view payload) {
       DLCKPT_RETURN_IF_ERROR(r.Str(&s.error));
     }
     uint32_t np;
-    DLCKPT_RETURN_IF_ERROR(r.Count(&np, 38));
+    DLCKPT_RETURN_IF_ERROR(r.Count(&np, 42));
     n.parities.resize(np);
     for (auto& p : n.parities) {
       uint8_t complete;
@@ -309,6 +310,7 @@ Result<SurveyReply> DecodeSurveyReply(std::string_view payload) {
       DLCKPT_RETURN_IF_ERROR(r.U32(&p.group));
       DLCKPT_RETURN_IF_ERROR(r.U32(&p.index));
       DLCKPT_RETURN_IF_ERROR(r.U32(&p.k));
+      DLCKPT_RETURN_IF_ERROR(r.U32(&p.ngroups));
       DLCKPT_RETURN_IF_ERROR(r.U8(&p.scheme));
       DLCKPT_RETURN_IF_ERROR(r.U64(&p.epoch));
       DLCKPT_RETURN_IF_ERROR(r.U64(&p.generation));

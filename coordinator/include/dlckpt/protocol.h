@@ -147,6 +147,7 @@ struct ParityReport {
   uint32_t group = 0;
   uint32_t index = 0;     // which parity (0..k-1)
   uint32_t k = 0;
+  uint32_t ngroups = 0;   // groups in this encoding (all groups' parity = DONE)
   uint8_t scheme = 0;     // 0 = xor, 1 = Reed-Solomon
   uint64_t epoch = 0;
   uint64_t generation = 0;  // distinguishes encodings of one epoch

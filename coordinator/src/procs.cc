@@ -1,0 +1,163 @@
+#include "procs.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+extern char** environ;
+
+namespace dlckpt::run {
+
+Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+                    const std::string& log_path) {
+  if (argv.empty()) return Status::InvalidArgument("spawn: empty command");
+  int log_fd = -1;
+  if (!log_path.empty()) {
+    log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (log_fd < 0) return Status::FromErrno(errno, "open log " + log_path);
+  }
+  // Build everything before fork: only async-signal-safe calls in the child.
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
+  for (const auto& kv : extra_env) {
+    std::string name = kv.substr(0, kv.find('=') + 1);
+    for (auto& cur : env_store) {
+      if (cur.compare(0, name.size(), name) == 0) cur.clear();
+    }
+    env_store.push_back(kv);
+  }
+  std::vector<char*> envp;
+  for (auto& s : env_store) {
+    if (!s.empty()) envp.push_back(s.data());
+  }
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> argp;
+  for (auto& s : args) argp.push_back(s.data());
+  argp.push_back(nullptr);
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    if (log_fd >= 0) close(log_fd);
+    return Status::FromErrno(errno, "pipe");
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    close(err_pipe[0]);
+    close(err_pipe[1]);
+    if (log_fd >= 0) close(log_fd);
+    return Status::FromErrno(err, "fork for " + argv[0]);
+  }
+  if (pid == 0) {
+    setsid();
+    if (log_fd >= 0) {
+      dup2(log_fd, STDOUT_FILENO);
+      dup2(log_fd, STDERR_FILENO);
+    }
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    signal(SIGPIPE, SIG_DFL);
+    execvpe(argp[0], argp.data(), envp.data());
+    int err = errno;
+    ssize_t w = write(err_pipe[1], &err, sizeof err);
+    (void)w;
+    _exit(127);
+  }
+  close(err_pipe[1]);
+  if (log_fd >= 0) close(log_fd);
+  int child_err = 0;
+  ssize_t n;
+  do {
+    n = read(err_pipe[0], &child_err, sizeof child_err);
+  } while (n < 0 && errno == EINTR);
+  close(err_pipe[0]);
+  if (n == sizeof child_err) {
+    waitpid(pid, nullptr, 0);
+    return Status::FromErrno(child_err, "exec " + argv[0]);
+  }
+  return pid;
+}
+
+std::vector<pid_t> FindProcesses(const std::vector<std::string>& env) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (!d) return out;
+  pid_t self = getpid();
+  while (struct dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == self) continue;
+    std::string path = std::string("/proc/") + e->d_name + "/environ";
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string data;
+    char buf[8192];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
+    close(fd);
+    size_t matched = 0;
+    for (const auto& want : env) {
+      size_t pos = 0;
+      bool found = false;
+      while (pos < data.size()) {
+        size_t z = data.find('\0', pos);
+        if (z == std::string::npos) z = data.size();
+        if (data.compare(pos, z - pos, want) == 0) {
+          found = true;
+          break;
+        }
+        pos = z + 1;
+      }
+      if (found) ++matched;
+    }
+    if (matched == env.size()) out.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(d);
+  return out;
+}
+
+void Signal(const std::vector<pid_t>& pids, int sig) {
+  for (pid_t p : pids) kill(p, sig);
+}
+
+bool Reap(pid_t pid, int* status) {
+  if (pid <= 0) return false;
+  int st = 0;
+  pid_t r = waitpid(pid, &st, WNOHANG);
+  if (r == pid) {
+    if (status) *status = st;
+    return true;
+  }
+  return false;
+}
+
+bool WaitExit(pid_t pid, double seconds, int* status) {
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    if (Reap(pid, status)) return true;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double elapsed = static_cast<double>(now.tv_sec - start.tv_sec) +
+                     static_cast<double>(now.tv_nsec - start.tv_nsec) / 1e9;
+    if (elapsed >= seconds) return false;
+    struct timespec ts{0, 10 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+std::string DescribeStatus(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    return std::string("killed by SIG") + (name ? name : std::to_string(WTERMSIG(status)).c_str());
+  }
+  return "status " + std::to_string(status);
+}
+
+}  // namespace dlckpt::run

@@ -1,0 +1,273 @@
+#include "run_options.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "dlckpt/units.h"
+
+namespace dlckpt::run {
+
+const char kUsage[] = R"(usage: dlckpt-run [OPTIONS] -- PROGRAM [ARGS...]
+
+Runs an MPI application with diskless checkpointing: launches the codec service
+and the application (mpiexec), and when a node dies rebuilds its checkpoint on a
+spare node and relaunches the application, which resumes from its last
+checkpoint. By default the cluster is simulated on this machine with virtual
+nodes vn0, vn1, ...: the first --nodes hold application ranks, the next --spares
+are spare nodes.
+
+layout:
+  --nodes N               data nodes (default 2)
+  --ranks-per-node R      application ranks per data node (default 1)
+  --spares S              spare nodes (default 1)
+  --group-size G          data nodes per group (default: all in one group)
+  --spares-per-group K    parity nodes per group (default 1 for xor, 2 for rs)
+  --scheme xor|rs         erasure code (default xor when K = 1, else rs)
+  --capacity SIZE         memfs store capacity per rank (default 256M)
+  --hosts H1,H2,...       use these hosts (first N data, then spares) instead of
+                          virtual nodes; node identity is the host name
+  --launcher-exec PATH    give mpiexec -launcher ssh -launcher-exec PATH (virtual
+                          hosts of tests/vhost)
+  --kill-command CMD      how to kill a node in --hosts mode ("{node}" replaced)
+
+failure injection (virtual nodes: kills the node's processes and destroys its
+shared memory):
+  --kill-node N1[,N2] --at WHEN   kill node(s) when WHEN happens; repeatable.
+                          WHEN: checkpoint:E (after checkpoint E), time:T (T s
+                          after the first launch), phase:write[:E] (while the
+                          application writes checkpoint E), phase:encode[:E]
+                          (while the codec encodes), phase:recover[:N] (during
+                          the N-th recovery); each may end in +D (D s later)
+  --mtbf SECONDS          kill random live nodes at exponential intervals
+  --weibull-shape K       Weibull inter-failure times instead (shape K)
+  --max-failures N        random kills at most (default 1)
+  --seed S                random seed (default 1)
+
+control:
+  --max-recoveries M      give up after M recoveries (default 5)
+  --timeout SECONDS       stop the whole run after SECONDS (default: none)
+  --job ID                job id ([A-Za-z0-9_-], default dlckpt<pid>)
+  --run-dir DIR           rendezvous, events and logs (default /tmp/dlckpt-run.<job>)
+  --codec PATH            the dlckpt-codec executable (default: beside dlckpt-run)
+  --mpiexec PATH          mpiexec to use (default mpiexec)
+  --preload               run the application with LD_PRELOAD=libdlckpt_preload.so
+  --keep                  keep stores, parity and the run directory at the end
+  -v, --verbose           print every event
+  -h, --help              this help
+
+At the end dlckpt-run prints a summary (checkpoints, recoveries, time per
+phase) and exits with the application's status; 3 when recovery was impossible
+(more failures than spares in a group), 4 when the recovery limit was reached,
+2 for bad options.
+)";
+
+namespace {
+
+Result<double> ParseSeconds(const std::string& s, const std::string& what) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(v >= 0) || v > 1e9) {
+    return Status::InvalidArgument(what + ": '" + s + "' is not a number of seconds");
+  }
+  return v;
+}
+
+Result<int64_t> ParseInt(const std::string& s, const std::string& what, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || v < lo || v > hi) {
+    return Status::InvalidArgument(what + ": '" + s + "' is not an integer in [" +
+                                   std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int64_t>(v);
+}
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream is(s);
+  while (std::getline(is, cur, sep)) {
+    if (!cur.empty()) out.push_back(cur);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<KillTrigger> ParseTrigger(const std::string& text) {
+  KillTrigger t;
+  std::string spec = text;
+  size_t plus = spec.find('+');
+  if (plus != std::string::npos) {
+    DLCKPT_ASSIGN_OR_RETURN(t.delay, ParseSeconds(spec.substr(plus + 1), "--at " + text));
+    spec = spec.substr(0, plus);
+  }
+  std::vector<std::string> parts = Split(spec, ':');
+  auto bad = [&] {
+    return Status::InvalidArgument("--at '" + text +
+                                   "': want checkpoint:E, time:T, phase:write[:E], "
+                                   "phase:encode[:E] or phase:recover[:N], optionally +D");
+  };
+  if (parts.empty()) return bad();
+  if (parts[0] == "checkpoint" && parts.size() == 2) {
+    t.kind = KillTrigger::kCheckpoint;
+    DLCKPT_ASSIGN_OR_RETURN(int64_t e, ParseInt(parts[1], "--at " + text, 1, INT64_MAX));
+    t.epoch = static_cast<uint64_t>(e);
+  } else if (parts[0] == "time" && parts.size() == 2) {
+    t.kind = KillTrigger::kTime;
+    DLCKPT_ASSIGN_OR_RETURN(t.seconds, ParseSeconds(parts[1], "--at " + text));
+  } else if (parts[0] == "phase" && (parts.size() == 2 || parts.size() == 3)) {
+    if (parts[1] == "write") {
+      t.kind = KillTrigger::kWrite;
+    } else if (parts[1] == "encode") {
+      t.kind = KillTrigger::kEncode;
+    } else if (parts[1] == "recover") {
+      t.kind = KillTrigger::kRecover;
+    } else {
+      return bad();
+    }
+    if (parts.size() == 3) {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(parts[2], "--at " + text, 1, INT64_MAX));
+      if (t.kind == KillTrigger::kRecover) {
+        t.occurrence = static_cast<int>(std::min<int64_t>(n, 1 << 30));
+      } else {
+        t.epoch = static_cast<uint64_t>(n);
+      }
+    }
+  } else {
+    return bad();
+  }
+  return t;
+}
+
+Result<Options> ParseOptions(int argc, char** argv, bool* help) {
+  Options o;
+  *help = false;
+  std::vector<std::string> pending_kill;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      *help = true;
+      return o;
+    }
+    if (a == "-v" || a == "--verbose") {
+      o.verbose = true;
+      continue;
+    }
+    if (a == "--keep") {
+      o.keep = true;
+      continue;
+    }
+    if (a == "--preload") {
+      o.preload = true;
+      continue;
+    }
+    if (a.empty() || a[0] != '-') {
+      // The program may follow without "--".
+      break;
+    }
+    if (i + 1 >= argc) return Status::InvalidArgument(a + " needs a value");
+    std::string v = argv[++i];
+    if (a == "--nodes") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 100000));
+      o.nodes = static_cast<int>(n);
+    } else if (a == "--ranks-per-node") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 4096));
+      o.ranks_per_node = static_cast<int>(n);
+    } else if (a == "--spares") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, 100000));
+      o.spares = static_cast<int>(n);
+    } else if (a == "--group-size") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 100000));
+      o.group_size = static_cast<int>(n);
+    } else if (a == "--spares-per-group") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 32));
+      o.spares_per_group = static_cast<int>(n);
+    } else if (a == "--scheme") {
+      if (v != "xor" && v != "rs") return Status::InvalidArgument("--scheme: want xor or rs, not '" + v + "'");
+      o.scheme = v;
+    } else if (a == "--capacity") {
+      DLCKPT_ASSIGN_OR_RETURN(o.capacity, ParseSize(v));
+    } else if (a == "--hosts") {
+      o.hosts = Split(v, ',');
+    } else if (a == "--launcher-exec") {
+      o.launcher_exec = v;
+    } else if (a == "--kill-command") {
+      o.kill_command = v;
+    } else if (a == "--mpiexec") {
+      o.mpiexec = v;
+    } else if (a == "--kill-node") {
+      pending_kill = Split(v, ',');
+      if (pending_kill.empty()) return Status::InvalidArgument("--kill-node needs node names");
+    } else if (a == "--at") {
+      if (pending_kill.empty()) return Status::InvalidArgument("--at must follow --kill-node");
+      DLCKPT_ASSIGN_OR_RETURN(KillTrigger t, ParseTrigger(v));
+      o.kills.push_back(KillSpec{pending_kill, t, v});
+      pending_kill.clear();
+    } else if (a == "--mtbf") {
+      DLCKPT_ASSIGN_OR_RETURN(o.mtbf, ParseSeconds(v, a));
+      if (o.mtbf <= 0) return Status::InvalidArgument("--mtbf must be positive");
+    } else if (a == "--weibull-shape") {
+      DLCKPT_ASSIGN_OR_RETURN(o.weibull_shape, ParseSeconds(v, a));
+      if (o.weibull_shape <= 0) return Status::InvalidArgument("--weibull-shape must be positive");
+    } else if (a == "--max-failures") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, 1000000));
+      o.max_failures = static_cast<int>(n);
+    } else if (a == "--seed") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, INT64_MAX));
+      o.seed = static_cast<uint64_t>(n);
+    } else if (a == "--max-recoveries") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, 1000000));
+      o.max_recoveries = static_cast<int>(n);
+    } else if (a == "--timeout") {
+      DLCKPT_ASSIGN_OR_RETURN(o.timeout, ParseSeconds(v, a));
+    } else if (a == "--job") {
+      o.job = v;
+    } else if (a == "--run-dir") {
+      o.run_dir = v;
+    } else if (a == "--codec") {
+      o.codec = v;
+    } else {
+      return Status::InvalidArgument("unknown option " + a);
+    }
+  }
+  if (!pending_kill.empty()) return Status::InvalidArgument("--kill-node without --at");
+  for (; i < argc; ++i) o.program.emplace_back(argv[i]);
+  if (o.program.empty()) return Status::InvalidArgument("no program given (dlckpt-run [OPTIONS] -- PROGRAM ...)");
+
+  if (o.spares_per_group == 0) o.spares_per_group = o.scheme == "rs" ? 2 : 1;
+  if (o.scheme.empty()) o.scheme = o.spares_per_group == 1 ? "xor" : "rs";
+  if (o.scheme == "xor" && o.spares_per_group != 1) {
+    return Status::InvalidArgument("--scheme xor has exactly one parity per group; use --scheme rs for " +
+                                   std::to_string(o.spares_per_group) + " spares per group");
+  }
+  if (o.group_size == 0) o.group_size = o.nodes;
+  if (!o.hosts.empty() && static_cast<int>(o.hosts.size()) != o.nodes + o.spares) {
+    return Status::InvalidArgument("--hosts lists " + std::to_string(o.hosts.size()) +
+                                   " hosts but --nodes + --spares is " +
+                                   std::to_string(o.nodes + o.spares));
+  }
+  int groups = (o.nodes + o.group_size - 1) / o.group_size;
+  if (o.spares < groups * o.spares_per_group) {
+    return Status::InvalidArgument(std::to_string(o.spares) + " spare node(s) cannot give " +
+                                   std::to_string(groups) + " group(s) of at most " +
+                                   std::to_string(o.group_size) + " data nodes " +
+                                   std::to_string(o.spares_per_group) + " spare(s) each (need " +
+                                   std::to_string(groups * o.spares_per_group) + ")");
+  }
+  if (!o.job.empty()) {
+    for (char c : o.job) {
+      if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_')) {
+        return Status::InvalidArgument("--job '" + o.job + "': use [A-Za-z0-9_-] only");
+      }
+    }
+  }
+  return o;
+}
+
+}  // namespace dlckpt::run

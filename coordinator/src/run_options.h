@@ -1,0 +1,67 @@
+// Options of dlckpt-run and their parsing (separate from main so tests can
+// call it). Not thread-safe; plain values.
+#ifndef DLCKPT_COORDINATOR_RUN_OPTIONS_H_
+#define DLCKPT_COORDINATOR_RUN_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dlckpt/status.h"
+
+namespace dlckpt::run {
+
+// When to kill a node: after a checkpoint, at a time, or in a phase.
+struct KillTrigger {
+  enum Kind { kCheckpoint, kTime, kWrite, kEncode, kRecover } kind = kTime;
+  uint64_t epoch = 0;    // checkpoint:E, phase:write:E, phase:encode:E (0: the first one)
+  double seconds = 0;    // time:T
+  double delay = 0;      // "+D": seconds after the trigger
+  int occurrence = 1;    // phase:recover:N
+};
+
+struct KillSpec {
+  std::vector<std::string> nodes;
+  KillTrigger at;
+  std::string text;  // as given, for messages
+};
+
+struct Options {
+  int nodes = 2;
+  int ranks_per_node = 1;
+  int spares = 1;
+  int group_size = 0;        // 0: all data nodes in one group
+  int spares_per_group = 0;  // 0: 1 for xor, 2 for rs
+  std::string scheme;        // "" → from spares_per_group
+  std::string job;
+  std::string run_dir;
+  uint64_t capacity = 256ull << 20;
+  std::vector<std::string> hosts;  // real or virtual hosts instead of virtual nodes
+  std::string node_prefix = "vn";
+  std::string launcher_exec;
+  std::string kill_command;
+  std::string mpiexec = "mpiexec";
+  std::vector<KillSpec> kills;
+  double mtbf = 0;
+  double weibull_shape = 1;
+  int max_failures = 1;
+  uint64_t seed = 1;
+  int max_recoveries = 5;
+  double timeout = 0;
+  double detect_timeout = 30;  // seconds to wait for both jobs to end after a failure
+  std::string codec;
+  bool preload = false;
+  bool keep = false;
+  bool verbose = false;
+  std::vector<std::string> program;  // after "--"
+};
+
+// Parses argv. Returns EINVAL with a message for bad input; sets *help when
+// --help was given.
+Result<Options> ParseOptions(int argc, char** argv, bool* help);
+Result<KillTrigger> ParseTrigger(const std::string& text);
+extern const char kUsage[];
+
+}  // namespace dlckpt::run
+
+#endif  // DLCKPT_COORDINATOR_RUN_OPTIONS_H_

@@ -1,0 +1,68 @@
+#include "run_options.h"
+
+#include <gtest/gtest.h>
+
+namespace dlckpt::run {
+namespace {
+
+Result<Options> Parse(std::vector<std::string> args, bool* help = nullptr) {
+  static std::vector<std::string> store;
+  store = args;
+  store.insert(store.begin(), "dlckpt-run");
+  std::vector<char*> argv;
+  for (auto& s : store) argv.push_back(s.data());
+  bool h = false;
+  return ParseOptions(static_cast<int>(argv.size()), argv.data(), help ? help : &h);
+}
+
+TEST(RunOptionsTest, DefaultsAndLayout) {
+  auto o = Parse({"--nodes", "4", "--ranks-per-node", "2", "--spares", "2", "--group-size", "2", "--", "./app", "-x"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->nodes, 4);
+  EXPECT_EQ(o->spares_per_group, 1);
+  EXPECT_EQ(o->scheme, "xor");
+  EXPECT_EQ(o->program, (std::vector<std::string>{"./app", "-x"}));
+  auto rs = Parse({"--nodes", "4", "--spares", "2", "--scheme", "rs", "--", "a"});
+  ASSERT_TRUE(rs.ok());
+  EXPECT_EQ(rs->spares_per_group, 2);
+  EXPECT_EQ(rs->group_size, 4);
+}
+
+TEST(RunOptionsTest, KillSpecs) {
+  auto o = Parse({"--kill-node", "vn1", "--at", "checkpoint:3", "--kill-node", "vn2,vn3", "--at",
+                  "phase:encode:4+0.05", "--kill-node", "vn0", "--at", "phase:recover", "--",
+                  "a"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_EQ(o->kills.size(), 3u);
+  EXPECT_EQ(o->kills[0].at.kind, KillTrigger::kCheckpoint);
+  EXPECT_EQ(o->kills[0].at.epoch, 3u);
+  EXPECT_EQ(o->kills[1].nodes, (std::vector<std::string>{"vn2", "vn3"}));
+  EXPECT_EQ(o->kills[1].at.kind, KillTrigger::kEncode);
+  EXPECT_EQ(o->kills[1].at.epoch, 4u);
+  EXPECT_DOUBLE_EQ(o->kills[1].at.delay, 0.05);
+  EXPECT_EQ(o->kills[2].at.kind, KillTrigger::kRecover);
+  EXPECT_EQ(o->kills[2].at.occurrence, 1);
+  EXPECT_EQ(ParseTrigger("time:2.5")->seconds, 2.5);
+  EXPECT_EQ(ParseTrigger("phase:write:2")->kind, KillTrigger::kWrite);
+}
+
+TEST(RunOptionsTest, BadInputIsNamed) {
+  auto msg = [](std::vector<std::string> a) { return Parse(a).status().message(); };
+  EXPECT_NE(msg({"--nodes", "x", "--", "a"}).find("--nodes"), std::string::npos);
+  EXPECT_NE(msg({"--nodes", "2"}).find("no program"), std::string::npos);
+  EXPECT_NE(msg({"--bogus", "1", "--", "a"}).find("unknown option --bogus"), std::string::npos);
+  EXPECT_NE(msg({"--at", "time:1", "--", "a"}).find("--at must follow"), std::string::npos);
+  EXPECT_NE(msg({"--kill-node", "vn1", "--", "a"}).find("without --at"), std::string::npos);
+  EXPECT_NE(msg({"--kill-node", "vn1", "--at", "soon", "--", "a"}).find("checkpoint:E"), std::string::npos);
+  EXPECT_NE(msg({"--nodes", "4", "--group-size", "2", "--spares", "1", "--", "a"}).find("cannot give 2 group(s)"),
+            std::string::npos);
+  EXPECT_NE(msg({"--scheme", "xor", "--spares-per-group", "2", "--spares", "2", "--", "a"}).find("--scheme rs"),
+            std::string::npos);
+  EXPECT_NE(msg({"--job", "a.b", "--", "a"}).find("--job"), std::string::npos);
+  bool help = false;
+  EXPECT_TRUE(Parse({"--help"}, &help).ok());
+  EXPECT_TRUE(help);
+}
+
+}  // namespace
+}  // namespace dlckpt::run

@@ -1,0 +1,612 @@
+#include "supervisor.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "dlckpt/env.h"
+#include "dlckpt/memfs.h"
+#include "dlckpt/units.h"
+#include "procs.h"
+
+namespace dlckpt::run {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+std::string Fixed(double v, int digits = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+Supervisor::Supervisor(Options options) : o_(std::move(options)), rng_(o_.seed) {}
+
+Supervisor::~Supervisor() = default;
+
+double Supervisor::Now() const {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+void Supervisor::Log(const std::string& msg) const {
+  std::fprintf(stderr, "dlckpt-run: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+std::string Supervisor::CodecPath() const {
+  if (!o_.codec.empty()) return o_.codec;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    fs::path p = fs::path(self).parent_path() / "dlckpt-codec";
+    if (fs::exists(p)) return p.string();
+  }
+  return "dlckpt-codec";
+}
+
+std::vector<std::string> Supervisor::LiveNodes() const {
+  std::vector<std::string> out;
+  for (const auto& n : nodes_) {
+    if (!dead_.count(n)) out.push_back(n);
+  }
+  return out;
+}
+
+std::vector<std::string> Supervisor::FreeNodes() const {
+  std::set<std::string> used;
+  for (const auto& [r, n] : placement_) used.insert(n);
+  std::vector<std::string> out;
+  for (const auto& n : LiveNodes()) {
+    if (!used.count(n)) out.push_back(n);
+  }
+  return out;
+}
+
+Status Supervisor::Setup() {
+  if (o_.job.empty()) o_.job = "dlckpt" + std::to_string(getpid());
+  run_dir_ = o_.run_dir.empty() ? "/tmp/dlckpt-run." + o_.job : o_.run_dir;
+  std::error_code ec;
+  fs::create_directories(run_dir_, ec);
+  if (ec) return Status::Error(ec.value(), "create run directory " + run_dir_ + ": " + ec.message());
+  chmod(run_dir_.c_str(), 0700);
+  rendezvous_ = run_dir_ + "/rendezvous";
+  events_path_ = run_dir_ + "/events";
+  codec_log_ = run_dir_ + "/codec.log";
+  unlink(events_path_.c_str());
+  follower_ = std::make_unique<events::Follower>(events_path_);
+  if (o_.hosts.empty()) {
+    for (int i = 0; i < o_.nodes + o_.spares; ++i) nodes_.push_back(o_.node_prefix + std::to_string(i));
+  } else {
+    nodes_ = o_.hosts;
+  }
+  for (const auto& n : nodes_) {
+    auto name = memfs::StoreName(o_.job, n, 0);
+    if (!name.ok()) return name.status().Prefixed("node " + n);
+  }
+  for (int r = 0; r < o_.nodes * o_.ranks_per_node; ++r) placement_[r] = nodes_[r / o_.ranks_per_node];
+  kill_at_.assign(o_.kills.size(), -1);
+  kill_done_.assign(o_.kills.size(), false);
+  for (const auto& k : o_.kills) {
+    for (const auto& n : k.nodes) {
+      if (std::find(nodes_.begin(), nodes_.end(), n) == nodes_.end()) {
+        return Status::InvalidArgument("--kill-node " + n + ": no such node (nodes are " +
+                                       Join(nodes_, ", ") + ")");
+      }
+    }
+  }
+  if (!fs::exists(CodecPath()) && CodecPath().find('/') != std::string::npos) {
+    return Status::NotFound("codec executable " + CodecPath() + " not found (use --codec)");
+  }
+  return Status::OK();
+}
+
+// ---- launching ----------------------------------------------------------------
+
+Status Supervisor::LaunchCodec() {
+  ++generation_;
+  unlink(rendezvous_.c_str());
+  std::vector<std::string> argv{o_.mpiexec};
+  if (!o_.launcher_exec.empty()) {
+    argv.insert(argv.end(), {"-launcher", "ssh", "-launcher-exec", o_.launcher_exec});
+  } else if (o_.hosts.empty()) {
+    argv.insert(argv.end(), {"-launcher", "fork"});
+  }
+  argv.insert(argv.end(), {"-genv", "DLCKPT_JOB", o_.job, "-genv", "DLCKPT_EVENTS", events_path_});
+  bool first = true;
+  for (const auto& node : LiveNodes()) {
+    if (!first) argv.push_back(":");
+    first = false;
+    argv.insert(argv.end(), {"-n", "1"});
+    if (o_.hosts.empty()) {
+      argv.insert(argv.end(), {"-env", "DLCKPT_NODE", node});
+    } else {
+      argv.insert(argv.end(), {"-host", node});
+    }
+    argv.insert(argv.end(), {CodecPath(), "--job", o_.job, "--rendezvous", rendezvous_,
+                             "--group-size", std::to_string(o_.group_size), "--spares-per-group",
+                             std::to_string(o_.spares_per_group), "--scheme", o_.scheme,
+                             "--generation", std::to_string(generation_)});
+    if (!o_.keep) argv.push_back("--cleanup-on-shutdown");
+  }
+  if (o_.verbose) Log("codec: " + Join(argv, " "));
+  DLCKPT_ASSIGN_OR_RETURN(codec_pid_, Spawn(argv, {}, codec_log_));
+  // Wait for the rendezvous, unless the codec job dies first.
+  double deadline = Now() + 120;
+  for (;;) {
+    auto r = protocol::ReadRendezvous(rendezvous_, 100);
+    if (r.ok()) {
+      auto c = protocol::Connection::Connect(r->host, r->port, 10000);
+      if (!c.ok()) return c.status().Prefixed("codec service");
+      protocol::Hello h;
+      h.token = r->token;
+      h.role = protocol::Role::kSupervisor;
+      h.job = o_.job;
+      auto reply = (*c)->Call(protocol::MsgType::kHello, protocol::EncodeHello(h), 30000);
+      if (!reply.ok()) return reply.status().Prefixed("codec service");
+      codec_ = std::move(*c);
+      return Status::OK();
+    }
+    if (r.status().code() != ETIMEDOUT && r.status().code() != ENOENT) return r.status();
+    int st;
+    if (Reap(codec_pid_, &st)) {
+      codec_pid_ = -1;
+      return Status::Error(ECHILD, "the codec job ended (" + DescribeStatus(st) +
+                                       ") before it was ready; see " + codec_log_);
+    }
+    if (Now() > deadline) {
+      return Status::Timeout("the codec service did not publish " + rendezvous_ + " within 120 s; see " +
+                             codec_log_);
+    }
+    Tick();
+  }
+}
+
+Status Supervisor::LaunchApp() {
+  std::vector<std::string> argv{o_.mpiexec};
+  if (!o_.launcher_exec.empty()) {
+    argv.insert(argv.end(), {"-launcher", "ssh", "-launcher-exec", o_.launcher_exec});
+  } else if (o_.hosts.empty()) {
+    argv.insert(argv.end(), {"-launcher", "fork"});
+  }
+  argv.insert(argv.end(), {"-genv", "DLCKPT_JOB", o_.job, "-genv", "DLCKPT_RENDEZVOUS", rendezvous_,
+                           "-genv", "DLCKPT_EVENTS", events_path_, "-genv",
+                           "DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)});
+  if (o_.preload) {
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    std::string lib = "libdlckpt_preload.so";
+    if (n > 0) {
+      self[n] = '\0';
+      fs::path p = fs::path(self).parent_path().parent_path() / "lib" / "libdlckpt_preload.so";
+      if (fs::exists(p)) lib = p.string();
+    }
+    argv.insert(argv.end(), {"-genv", "LD_PRELOAD", lib});
+  }
+  // One segment per run of consecutive ranks on one node (ranks stay in order).
+  auto it = placement_.begin();
+  bool first = true;
+  while (it != placement_.end()) {
+    auto end = it;
+    int count = 0;
+    while (end != placement_.end() && end->second == it->second) {
+      ++end;
+      ++count;
+    }
+    if (!first) argv.push_back(":");
+    first = false;
+    argv.insert(argv.end(), {"-n", std::to_string(count)});
+    if (o_.hosts.empty()) {
+      argv.insert(argv.end(), {"-env", "DLCKPT_NODE", it->second});
+    } else {
+      argv.insert(argv.end(), {"-host", it->second});
+    }
+    argv.insert(argv.end(), o_.program.begin(), o_.program.end());
+    it = end;
+  }
+  if (o_.verbose) Log("application: " + Join(argv, " "));
+  app_initialised_ = false;
+  DLCKPT_ASSIGN_OR_RETURN(app_pid_, Spawn(argv, {}, ""));
+  return Status::OK();
+}
+
+// ---- watching ------------------------------------------------------------------
+
+void Supervisor::ScheduleKill(size_t spec, double at) {
+  if (kill_done_[spec] || kill_at_[spec] >= 0) return;
+  kill_at_[spec] = at;
+}
+
+void Supervisor::HandleEvent(const events::Event& e) {
+  if (o_.verbose) {
+    Log("event: " + e.source + " " + e.name + (e.args.empty() ? "" : " " + Join(e.args, " ")));
+  }
+  uint64_t epoch = e.args.empty() ? 0 : std::strtoull(e.args[0].c_str(), nullptr, 10);
+  if (e.source == "app" && e.name == "init") {
+    app_initialised_ = true;
+    app_init_time_ = static_cast<double>(e.ns) / 1e9;
+  }
+  if (e.source == "app" && e.name == "ckpt-end" && e.args.size() >= 2 && e.args[1] == "0") {
+    ++checkpoints_;
+    last_epoch_ = epoch;
+  }
+  for (size_t i = 0; i < o_.kills.size(); ++i) {
+    const KillTrigger& t = o_.kills[i].at;
+    bool fire = false;
+    switch (t.kind) {
+      case KillTrigger::kCheckpoint:
+        fire = e.source == "app" && e.name == "ckpt-end" && epoch == t.epoch;
+        break;
+      case KillTrigger::kEncode:
+        fire = e.source == "codec" && e.name == "encode-begin" && (t.epoch == 0 || epoch == t.epoch);
+        break;
+      case KillTrigger::kWrite:
+        fire = e.source == "app" && e.name == "write-begin" && (t.epoch == 0 || epoch == t.epoch);
+        break;
+      case KillTrigger::kRecover:
+        fire = e.source == "codec" && e.name == "rebuild-begin" && in_recovery_ &&
+               recoveries_started_ == t.occurrence;
+        break;
+      case KillTrigger::kTime:
+        break;
+    }
+    if (fire) ScheduleKill(i, Now() + t.delay);
+  }
+}
+
+void Supervisor::Tick() {
+  for (const auto& e : follower_->Poll()) HandleEvent(e);
+  double now = Now();
+  for (size_t i = 0; i < o_.kills.size(); ++i) {
+    const KillSpec& k = o_.kills[i];
+    if (kill_done_[i]) continue;
+    if (k.at.kind == KillTrigger::kTime && start_ > 0 && kill_at_[i] < 0) {
+      kill_at_[i] = start_ + k.at.seconds + k.at.delay;
+    }
+    if (kill_at_[i] >= 0 && now >= kill_at_[i]) {
+      kill_done_[i] = true;
+      KillNodes(k.nodes, "--at " + k.text);
+    }
+  }
+  if (o_.mtbf > 0 && start_ > 0 && random_kills_ < o_.max_failures) {
+    if (next_random_kill_ < 0) {
+      std::uniform_real_distribution<double> u(0.0, 1.0);
+      double x = -std::log(1.0 - u(rng_));  // Exp(1)
+      double gap = o_.mtbf * std::pow(x, 1.0 / o_.weibull_shape) /
+                   std::tgamma(1.0 + 1.0 / o_.weibull_shape);  // mean = mtbf
+      next_random_kill_ = now + gap;
+    } else if (now >= next_random_kill_ && !in_recovery_) {
+      std::vector<std::string> live = LiveNodes();
+      if (!live.empty()) {
+        std::uniform_int_distribution<size_t> pick(0, live.size() - 1);
+        ++random_kills_;
+        KillNodes({live[pick(rng_)]}, "--mtbf " + Fixed(o_.mtbf, 1));
+      }
+      next_random_kill_ = -1;
+    }
+  }
+}
+
+void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::string& why) {
+  for (const auto& node : nodes) {
+    if (dead_.count(node)) continue;
+    dead_.insert(node);
+    kills_log_.push_back(node + " (" + why + ")");
+    Log("killing node " + node + " (" + why + ")");
+    if (!o_.kill_command.empty()) {
+      std::string cmd = o_.kill_command;
+      for (size_t p; (p = cmd.find("{node}")) != std::string::npos;) cmd.replace(p, 6, node);
+      int rc = std::system(cmd.c_str());
+      if (rc != 0) Log("kill command '" + cmd + "' failed (" + DescribeStatus(rc) + ")");
+    } else {
+      // A virtual node: its processes and its shared memory.
+      for (int round = 0; round < 3; ++round) {
+        auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job, "DLCKPT_NODE=" + node});
+        if (pids.empty()) break;
+        Signal(pids, SIGKILL);
+      }
+      auto names = Env::Default()->ListShm("/dlckpt." + o_.job + "." + node + ".");
+      if (names.ok()) {
+        for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
+      }
+    }
+  }
+  last_kill_ = Now();
+}
+
+Supervisor::Outcome Supervisor::Monitor(int* app_status) {
+  bool app_done = false, codec_done = false;
+  int codec_status = 0;
+  if (app_pid_ <= 0) {
+    *app_status = 0;
+    return Outcome::kFailure;
+  }
+  for (;;) {
+    Tick();
+    if (!app_done && Reap(app_pid_, app_status)) {
+      app_done = true;
+      app_pid_ = -1;
+    }
+    if (!codec_done && codec_pid_ > 0 && Reap(codec_pid_, &codec_status)) {
+      codec_done = true;
+      codec_pid_ = -1;
+    }
+    if (app_done) {
+      if (WIFEXITED(*app_status) && WEXITSTATUS(*app_status) == 0 && dead_.size() == 0) return Outcome::kDone;
+      if (WIFEXITED(*app_status) && WEXITSTATUS(*app_status) == 0) {
+        // Finished although a node died after the application's last use of it.
+        return Outcome::kDone;
+      }
+      Log("application job ended: " + DescribeStatus(*app_status));
+      return Outcome::kFailure;
+    }
+    if (codec_done) {
+      Log("codec job ended: " + DescribeStatus(codec_status) + " (log: " + codec_log_ + ")");
+      return Outcome::kFailure;
+    }
+    if (o_.timeout > 0 && start_ > 0 && Now() - start_ > o_.timeout) return Outcome::kTimeout;
+    struct timespec ts{0, 10 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void Supervisor::TearDownJobs() {
+  codec_.reset();
+  for (pid_t* pid : {&app_pid_, &codec_pid_}) {
+    if (*pid > 0) kill(*pid, SIGTERM);  // Hydra ends its ranks
+  }
+  for (pid_t* pid : {&app_pid_, &codec_pid_}) {
+    if (*pid > 0 && !WaitExit(*pid, 5, nullptr)) {
+      kill(*pid, SIGKILL);
+      WaitExit(*pid, 5, nullptr);
+    }
+    *pid = -1;
+  }
+  // Whatever is left of the job (ranks orphaned by a killed launcher).
+  for (int round = 0; round < 50; ++round) {
+    auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job});
+    if (pids.empty()) break;
+    Signal(pids, round < 10 ? SIGTERM : SIGKILL);
+    struct timespec ts{0, 100 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+// ---- recovery --------------------------------------------------------------------
+
+Status Supervisor::Recover(RecoveryTimes* t, int* exit_code) {
+  double t0 = Now();
+  DLCKPT_RETURN_IF_ERROR(LaunchCodec());
+  auto reply = codec_->Call(protocol::MsgType::kSurvey, "", 600000);
+  if (!reply.ok()) return reply.status().Prefixed("survey");
+  if (reply->type != protocol::MsgType::kSurveyReply) {
+    return Status::Error(EPROTO, std::string("survey: unexpected reply ") + protocol::MsgTypeName(reply->type));
+  }
+  DLCKPT_ASSIGN_OR_RETURN(protocol::SurveyReply survey, protocol::DecodeSurveyReply(reply->payload));
+  recovery::Input in;
+  in.survey = std::move(survey);
+  in.dead_nodes = dead_;
+  in.placement = placement_;
+  in.free_nodes = FreeNodes();
+  auto plan = recovery::Decide(in);
+  if (!plan.ok()) {
+    *exit_code = kExitUnrecoverable;
+    return plan.status();
+  }
+  t->survey = Now() - t0;
+  t->what = plan->summary;
+  Log("recovery " + std::to_string(recoveries_started_) + ": " + plan->summary);
+  double t1 = Now();
+  DLCKPT_RETURN_IF_ERROR(
+      codec_->Send(protocol::MsgType::kRecover, protocol::EncodeRecover(recovery::ToRecoverMessage(*plan))));
+  for (;;) {
+    auto f = codec_->Receive(50);
+    if (!f.ok() && f.status().code() == ETIMEDOUT) {
+      Tick();
+      continue;
+    }
+    if (!f.ok()) return f.status().Prefixed("recover");
+    if (f->type == protocol::MsgType::kError) {
+      auto e = protocol::DecodeError(f->payload);
+      return Status::Error(e.ok() && e->code > 0 ? e->code : EPROTO,
+                           "recover: " + (e.ok() ? e->message : std::string("malformed error")));
+    }
+    if (f->type != protocol::MsgType::kDone) {
+      return Status::Error(EPROTO, std::string("recover: unexpected reply ") + protocol::MsgTypeName(f->type));
+    }
+    DLCKPT_ASSIGN_OR_RETURN(protocol::Done d, protocol::DecodeDone(f->payload));
+    if (d.code != 0) return Status::Error(d.code, "recover: " + d.message);
+    break;
+  }
+  t->rebuild = Now() - t1;
+  placement_ = plan->placement;
+  return Status::OK();
+}
+
+Status Supervisor::WaitForAppInit(double timeout) {
+  double deadline = Now() + timeout;
+  while (!app_initialised_) {
+    Tick();
+    int st;
+    if (app_pid_ > 0 && Reap(app_pid_, &st)) {
+      app_pid_ = -1;
+      return Status::Error(ECHILD, "the relaunched application ended (" + DescribeStatus(st) +
+                                       ") before dlckpt_init");
+    }
+    if (Now() > deadline) return Status::Timeout("the relaunched application did not start");
+    struct timespec ts{0, 5 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  return Status::OK();
+}
+
+void Supervisor::Cleanup() {
+  if (o_.keep) {
+    Log("keeping stores and " + run_dir_ + " (--keep)");
+    return;
+  }
+  if (o_.hosts.empty()) {
+    auto names = Env::Default()->ListShm(memfs::JobPrefix(o_.job));
+    if (names.ok()) {
+      for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(run_dir_, ec);
+}
+
+void Supervisor::PrintSummary(int exit_code) {
+  std::ostringstream os;
+  os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << "; " << checkpoints_
+     << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "")
+     << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - start_, 1) << " s\n";
+  for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
+  for (size_t i = 0; i < recoveries_.size(); ++i) {
+    const auto& r = recoveries_[i];
+    double total = r.detection + r.survey + r.rebuild + r.relaunch;
+    os << "dlckpt-run:   recovery " << i + 1 << ": " << r.what << "\n"
+       << "dlckpt-run:     detection " << Fixed(r.detection) << " s, survey " << Fixed(r.survey)
+       << " s, rebuild " << Fixed(r.rebuild) << " s, relaunch " << Fixed(r.relaunch)
+       << " s: application running again " << Fixed(total) << " s after the failure\n";
+  }
+  if (!recoveries_.empty()) {
+    const auto& r = recoveries_.back();
+    double total = r.detection + r.survey + r.rebuild + r.relaunch;
+    os << "METRIC recovery_seconds " << Fixed(total, 3) << " s target <= 10 (detection "
+       << Fixed(r.detection, 3) << ", survey " << Fixed(r.survey, 3) << ", rebuild " << Fixed(r.rebuild, 3)
+       << ", relaunch " << Fixed(r.relaunch, 3) << ")\n";
+  }
+  std::fputs(os.str().c_str(), stderr);
+}
+
+int Supervisor::Run() {
+  Status s = Setup();
+  if (!s.ok()) {
+    Log(s.ToString());
+    return kExitSetup;
+  }
+  start_ = Now();
+  s = LaunchCodec();
+  if (s.ok()) s = LaunchApp();
+  if (!s.ok()) {
+    Log(s.ToString());
+    TearDownJobs();
+    Cleanup();
+    return kExitSetup;
+  }
+  Log("job " + o_.job + ": " + std::to_string(o_.nodes) + " data node(s) x " +
+      std::to_string(o_.ranks_per_node) + " rank(s), " + std::to_string(o_.spares) + " spare(s), " +
+      o_.scheme + " with " + std::to_string(o_.spares_per_group) + " parity per group of " +
+      std::to_string(o_.group_size) + "; run directory " + run_dir_);
+  int failures_without_progress = 0;
+  for (;;) {
+    int app_status = 0;
+    int checkpoints_before = checkpoints_;
+    size_t kills_before = kills_log_.size();
+    Outcome out = Monitor(&app_status);
+    if (out == Outcome::kDone) {
+      if (codec_) {
+        auto r = codec_->Call(protocol::MsgType::kShutdown, "", 30000);
+        if (!r.ok()) Log("codec shutdown: " + r.status().ToString());
+      }
+      if (codec_pid_ > 0 && !WaitExit(codec_pid_, 30, nullptr)) Log("codec did not exit; killing it");
+      TearDownJobs();
+      int rc = WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1;
+      PrintSummary(rc);
+      Cleanup();
+      return rc;
+    }
+    if (out == Outcome::kTimeout) {
+      Log("--timeout " + Fixed(o_.timeout, 0) + " s reached; stopping the job");
+      TearDownJobs();
+      PrintSummary(124);
+      Cleanup();
+      return 124;
+    }
+    // A failure.
+    RecoveryTimes t;
+    t.detection = last_kill_ >= 0 ? Now() - last_kill_ : 0;
+    bool injected = kills_log_.size() > kills_before || last_kill_ >= 0;
+    TearDownJobs();
+    if (checkpoints_ == checkpoints_before && !injected) {
+      if (++failures_without_progress >= 2) {
+        Log("the application failed twice without a node loss and without progress; giving up");
+        PrintSummary(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
+        Cleanup();
+        return WIFEXITED(app_status) && WEXITSTATUS(app_status) ? WEXITSTATUS(app_status) : 1;
+      }
+    } else {
+      failures_without_progress = 0;
+    }
+    last_kill_ = -1;
+    for (;;) {
+      ++recoveries_started_;
+      if (recoveries_started_ > o_.max_recoveries) {
+        Log("recovery limit reached (--max-recoveries " + std::to_string(o_.max_recoveries) + ")");
+        PrintSummary(kExitTooManyRecoveries);
+        Cleanup();
+        return kExitTooManyRecoveries;
+      }
+      in_recovery_ = true;
+      int code = 0;
+      s = Recover(&t, &code);
+      in_recovery_ = false;
+      if (s.ok()) break;
+      if (code == kExitUnrecoverable) {
+        Log(s.message());
+        TearDownJobs();
+        PrintSummary(kExitUnrecoverable);
+        Cleanup();
+        return kExitUnrecoverable;
+      }
+      Log("recovery failed: " + s.ToString());
+      bool another_failure = last_kill_ >= 0;
+      TearDownJobs();
+      if (!another_failure) {
+        PrintSummary(kExitSetup);
+        Cleanup();
+        return kExitSetup;
+      }
+      Log("a node failed during the recovery; starting over");
+      t.detection += Now() - last_kill_;
+      last_kill_ = -1;
+    }
+    double t_launch = Now();
+    s = LaunchApp();
+    if (s.ok()) s = WaitForAppInit(300);
+    if (!s.ok()) {
+      Log("relaunch failed: " + s.ToString());
+      if (last_kill_ < 0) {
+        TearDownJobs();
+        PrintSummary(kExitSetup);
+        Cleanup();
+        return kExitSetup;
+      }
+      continue;  // a failure injected right at relaunch: handled by the next round
+    }
+    t.relaunch = Now() - t_launch;
+    recoveries_.push_back(t);
+  }
+}
+
+}  // namespace dlckpt::run

@@ -1,0 +1,96 @@
+// The dlckpt-run supervisor: launches the codec service and the application,
+// watches both, injects failures, and recovers from node losses by rebuilding
+// and relaunching. One Supervisor runs one job; not thread-safe.
+#ifndef DLCKPT_COORDINATOR_SUPERVISOR_H_
+#define DLCKPT_COORDINATOR_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dlckpt/events.h"
+#include "dlckpt/protocol.h"
+#include "dlckpt/recovery.h"
+#include "run_options.h"
+
+namespace dlckpt::run {
+
+// Exit codes of dlckpt-run besides the application's own.
+inline constexpr int kExitUnrecoverable = 3;
+inline constexpr int kExitTooManyRecoveries = 4;
+inline constexpr int kExitSetup = 5;
+
+class Supervisor {
+ public:
+  explicit Supervisor(Options options);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Runs the job to the end; returns dlckpt-run's exit code.
+  int Run();
+
+ private:
+  struct RecoveryTimes {
+    double detection = 0, survey = 0, rebuild = 0, relaunch = 0;
+    std::string what;
+  };
+  enum class Outcome { kDone, kFailure, kTimeout };
+
+  Status Setup();
+  Status LaunchCodec();
+  Status LaunchApp();
+  Outcome Monitor(int* app_status);
+  // Follows events and injection timers; returns true if a kill happened.
+  void Tick();
+  void HandleEvent(const events::Event& e);
+  void ScheduleKill(size_t spec, double at);
+  void KillNodes(const std::vector<std::string>& nodes, const std::string& why);
+  void TearDownJobs();
+  // Survey, decide, rebuild. Sets *fatal for errors that end the run.
+  Status Recover(RecoveryTimes* t, int* exit_code);
+  Status WaitForAppInit(double timeout);
+  void Cleanup();
+  void PrintSummary(int exit_code);
+  void Log(const std::string& msg) const;
+  double Now() const;
+  std::vector<std::string> LiveNodes() const;
+  std::vector<std::string> FreeNodes() const;
+  std::string CodecPath() const;
+
+  Options o_;
+  std::string run_dir_, rendezvous_, events_path_, codec_log_;
+  std::vector<std::string> nodes_;  // data nodes then spares
+  std::set<std::string> dead_;
+  std::map<int32_t, std::string> placement_;
+  uint64_t generation_ = 0;
+  pid_t codec_pid_ = -1, app_pid_ = -1;
+  std::unique_ptr<protocol::Connection> codec_;
+  std::unique_ptr<events::Follower> follower_;
+
+  double start_ = 0;         // first application launch
+  double last_kill_ = -1;    // time of the last injected kill
+  std::vector<double> kill_at_;  // per KillSpec: scheduled time, or -1
+  std::vector<bool> kill_done_;
+  double next_random_kill_ = -1;
+  int random_kills_ = 0;
+  std::mt19937_64 rng_;
+  bool in_recovery_ = false;
+  int recoveries_started_ = 0;
+  bool app_initialised_ = false;
+  double app_init_time_ = 0;
+
+  int checkpoints_ = 0;
+  uint64_t last_epoch_ = 0;
+  std::vector<RecoveryTimes> recoveries_;
+  std::vector<std::string> kills_log_;
+};
+
+}  // namespace dlckpt::run
+
+#endif  // DLCKPT_COORDINATOR_SUPERVISOR_H_

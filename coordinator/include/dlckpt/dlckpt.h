@@ -20,6 +20,11 @@ extern "C" {
 /* Collective over comm. Attaches (or creates) this rank's store and, when the
  * job runs under dlckpt-run, connects to the codec service. */
 int dlckpt_init(MPI_Comm comm);
+/* The same for Fortran callers: pass the Fortran communicator handle, e.g.
+ *   interface; integer(c_int) function dlckpt_init_f(comm) bind(C)
+ *   import c_int; integer(c_int), value :: comm; end function; end interface
+ *   ierr = dlckpt_init_f(MPI_COMM_WORLD) */
+int dlckpt_init_f(MPI_Fint comm);
 
 /* Collective. Commits every rank's store (freezing what was written since the
  * last checkpoint), asks the codec to encode the new epoch, waits for its

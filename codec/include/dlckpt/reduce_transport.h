@@ -1,0 +1,156 @@
+// dlckpt/reduce_transport.h — the codec's data path over MPI: computes a
+// Combination (erasure.h) whose sources live on different ranks and delivers
+// each output to the rank that owns it. Encode and rebuild are the same call
+// with different specs (EncodeSpec, RebuildSpec).
+//
+// Algorithm. A pipelined ring reduce-scatter among the s source ranks: the
+// padded length L (the longest source input) is cut into s segments, each
+// segment into chunks of about Options::chunk_bytes. A message carries the
+// partial sums of all m outputs of one chunk (m x chunk bytes); each source
+// adds its own contribution with the ISA-L kernels (XOR or GF(2^8)
+// multiply-accumulate) in place and forwards it, computing the next chunk
+// while earlier ones are in flight (MPI_Isend/Irecv + MPI_Testsome). After
+// s - 1 hops a source holds one fully reduced segment and sends slice j of it
+// to the owner of output j, which writes it to its OutputSink. Waits never
+// spin: when nothing progressed the caller's thread sleeps
+// Options::idle_sleep_us (MPICH busy-polls inside blocking calls).
+//
+// Contracts.
+// - A ReduceTransport owns a duplicate of the communicator it was created
+//   with (freed by the destructor, which must run before MPI_Finalize) and
+//   pre-allocated, pre-faulted message buffers reused by every Run. It is not
+//   thread-safe; one Run at a time, called by the same thread.
+// - Run is collective over the communicator: every rank calls it with the
+//   same spec (checked: a mismatch is an error on every rank) and the same
+//   options. Ranks that neither contribute nor own an output return quickly.
+// - Sources: `input` is this rank's image as a list of extents read in place
+//   (zero-copy, any lengths and alignment, empty extents allowed); it must
+//   stay valid and unchanged until Run returns. Inputs shorter than L are
+//   implicitly zero-padded. Non-source ranks pass an empty span.
+// - Owners: `sink` receives every byte of [0, L) of each owned output exactly
+//   once (see OutputSink); L = 0 calls Begin and Finish only.
+// - Errors: a Status naming spec.label and the rank. Invalid specs and sink
+//   errors are reported without leaving messages in flight. An MPI error or
+//   a timeout leaves requests in flight: the transport refuses further Runs
+//   and the caller should end the MPI job (MPI_Abort).
+#ifndef DLCKPT_REDUCE_TRANSPORT_H_
+#define DLCKPT_REDUCE_TRANSPORT_H_
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dlckpt/erasure.h"
+#include "dlckpt/extent.h"
+#include "dlckpt/status.h"
+
+namespace dlckpt::codec {
+
+struct ReduceSpec {
+  std::string label;                               // names the operation in errors
+  std::shared_ptr<const Combination> combination;  // m outputs x s sources
+  std::vector<int> source_ranks;  // s distinct ranks; rank of source i (also the ring order)
+  std::vector<int> output_ranks;  // m ranks; owner of output j (may repeat, may be a source)
+};
+
+// Where an owner's outputs go. Called only on the thread running Run.
+class OutputSink {
+ public:
+  virtual ~OutputSink() = default;
+  // Once per owned output per Run, before any of its bytes, with the output
+  // length L. Return a buffer of at least L bytes to receive into directly
+  // (zero-copy), or nullptr to receive the bytes through Write().
+  virtual Result<uint8_t*> Begin(int output, uint64_t length) = 0;
+  // Bytes [offset, offset + len) of `output`, in arbitrary order, each byte
+  // exactly once; `data` is valid during the call only. Only called when
+  // Begin returned nullptr.
+  virtual Status Write(int output, uint64_t offset, const uint8_t* data, size_t len);
+  // Every byte of `output` has been delivered (into the buffer or by Write).
+  virtual Status Finish(int output);
+};
+
+// Keeps each owned output in memory it owns; memory is pre-faulted once and
+// reused across Runs (a buffer shrinks never). Used by tests and benchmarks.
+class BufferSink final : public OutputSink {
+ public:
+  Result<uint8_t*> Begin(int output, uint64_t length) override;
+  // The bytes of `output` from the last Run (empty if not owned).
+  std::span<const uint8_t> output(int output) const;
+
+ private:
+  struct Buffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t capacity = 0;
+    size_t size = 0;
+  };
+  std::vector<Buffer> buffers_;
+};
+
+struct ReduceStats {
+  uint64_t length = 0;          // L, the padded length of every output
+  size_t chunk_bytes = 0;       // chunk size used
+  double seconds = 0;           // wall time of Run on this rank
+  double compute_seconds = 0;   // time in the erasure kernels on this rank
+  uint64_t bytes_sent = 0;      // by this rank
+  uint64_t bytes_received = 0;  // by this rank
+};
+
+class ReduceTransport final {
+ public:
+  struct Options {
+    size_t chunk_bytes = 512 << 10;        // bytes of image per chunk (rounded to 4 KiB)
+    size_t max_buffer_bytes = 64u << 20;   // cap on message buffers; chunks shrink to fit
+    int idle_sleep_us = 50;                // sleep when a poll made no progress
+    int64_t timeout_ms = 0;                // per Run; 0 = none
+  };
+
+  // Duplicates `comm` (collective, without spinning).
+  static Result<std::unique_ptr<ReduceTransport>> Create(MPI_Comm comm, const Options& options);
+  static Result<std::unique_ptr<ReduceTransport>> Create(MPI_Comm comm) {
+    return Create(comm, Options());
+  }
+  ~ReduceTransport();
+  ReduceTransport(const ReduceTransport&) = delete;
+  ReduceTransport& operator=(const ReduceTransport&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  Result<ReduceStats> Run(const ReduceSpec& spec, std::span<const Extent> input,
+                          OutputSink* sink);
+
+  class Impl;
+
+ private:
+  ReduceTransport(MPI_Comm comm, int rank, int size, const Options& options);
+  MPI_Comm comm_;
+  int rank_, size_;
+  Options options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Encode in a group communicator laid out in chunk order (groups.h: data
+// member i at rank i, spare j at rank n + j): sources = ranks 0..n-1,
+// output j (parity j) on rank n + j.
+ReduceSpec EncodeSpec(const ErasureCode& code, std::string label);
+
+// Rebuild. chunk_ranks[c] (n + k entries) is the rank holding chunk c, or -1
+// if the chunk is lost; wanted[w] (lost chunk ids) is rebuilt on
+// target_ranks[w]. ENODATA with a message naming `label` and the lost chunks
+// when more than k chunks are lost.
+Result<ReduceSpec> RebuildSpec(const ErasureCode& code, std::span<const int> chunk_ranks,
+                               std::span<const int> wanted, std::span<const int> target_ranks,
+                               std::string label);
+
+// Completes `request` by MPI_Test + sleeping `idle_sleep_us` between tests.
+// ETIMEDOUT after `timeout_seconds` (0: never); the request stays active then.
+Status WaitQuietly(MPI_Request* request, int idle_sleep_us = 50, double timeout_seconds = 0);
+
+}  // namespace dlckpt::codec
+
+#endif  // DLCKPT_REDUCE_TRANSPORT_H_

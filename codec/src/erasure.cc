@@ -309,8 +309,8 @@ Result<std::shared_ptr<const DecodePlan>> ErasureCode::PlanDecode(std::vector<in
     return Status::Error(ENODATA, std::to_string(erased.size()) + " chunks lost (" +
                                       DescribeChunks(erased, n_) + ") but the " +
                                       SchemeName(scheme_) + " code with " + std::to_string(k_) +
-                                      " parities rebuilds at most " + std::to_string(k_) +
-                                      ": unrecoverable");
+                                      (k_ == 1 ? " parity" : " parities") + " rebuilds at most " +
+                                      std::to_string(k_) + ": unrecoverable");
   }
   if (wanted.empty()) wanted = erased;
   if (wanted.empty()) return Status::InvalidArgument("nothing to rebuild: no chunk is erased");

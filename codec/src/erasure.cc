@@ -149,6 +149,22 @@ void Combination::Accumulate(int i, const uint8_t* src, size_t len,
   }
 }
 
+void Combination::AccumulateOne(int j, int i, const uint8_t* src, size_t len,
+                                uint8_t* out) const {
+  if (len == 0) return;
+  if (is_xor_) {
+    XorInto(out, src, len);
+    return;
+  }
+  // Row j's tables start at 32*s*j (ec_init_tables layout); one row of s sources.
+  uint8_t* row = const_cast<uint8_t*>(tables_.data()) + size_t{32} * s_ * j;
+  for (size_t off = 0; off < len; off += kMaxIsalLen) {
+    uint8_t* o = out + off;
+    ec_encode_data_update(static_cast<int>(std::min(kMaxIsalLen, len - off)), s_, 1, i, row,
+                          const_cast<uint8_t*>(src) + off, &o);
+  }
+}
+
 // outs[j][0..len) = Σ over live sources; srcs holds one pointer per live
 // source, live[] their source indices (nlive may be < s_: the others are zero).
 void Combination::ApplyRange(const uint8_t* const* srcs, const int* live, int nlive,

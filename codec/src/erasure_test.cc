@@ -294,6 +294,19 @@ TEST(Combination, PiecewiseKernelsMatchApply) {
       ASSERT_TRUE(std::equal(want[j].begin(), want[j].end(), outs[j])) << "trial " << trial;
       ASSERT_EQ(backing[j][shift + len], 0x77) << "wrote past the output";
     }
+    // AccumulateOne, output by output, on the same pieces: from zero to want.
+    for (int j = 0; j < m; ++j) {
+      Bytes one(len + 1, 0);  // +1: misaligned
+      for (int i = 0; i < s; ++i) {
+        size_t pos = 0;
+        while (pos < srcs[i].size()) {
+          size_t piece = std::min<size_t>(srcs[i].size() - pos, 1 + rng() % 700);
+          (*comb)->AccumulateOne(j, i, srcs[i].data() + pos, piece, one.data() + 1 + pos);
+          pos += piece;
+        }
+      }
+      ASSERT_TRUE(std::equal(want[j].begin(), want[j].end(), one.begin() + 1)) << "row " << j;
+    }
   }
 }
 

@@ -8,13 +8,15 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <map>
 
 namespace dlckpt::codec {
 
 namespace {
 
-constexpr int kTagRing = 0x7d1;  // partial sums travelling around the ring
-constexpr int kTagOut = 0x7d2;   // reduced slices sent to output owners
+// Ring i uses tag kTagBase + 2i for partial sums travelling around the ring
+// and kTagBase + 2i + 1 for reduced slices sent to output owners.
+constexpr int kTagBase = 0x7d0;
 constexpr int kOwnerWindow = 4;  // receives an owner keeps posted per source
 constexpr uint64_t kAlign = 64;  // segment and chunk offsets are multiples of this
 constexpr size_t kPage = 4096;
@@ -116,6 +118,13 @@ std::span<const uint8_t> BufferSink::output(int output) const {
 }
 
 // --------------------------------------------------------------- the engine
+//
+// Outputs are grouped by owner into rings. The outputs of an owner that is
+// itself a source form a ring of the other sources; that owner (the ring's
+// folder) adds its own contribution to each reduced slice as it arrives, so
+// it never sends. Outputs of owners that are not sources share one ring of
+// all sources. Every ring is an independent pipelined reduce-scatter with
+// its own buffers and tags; one event loop drives them all.
 
 class ReduceTransport::Impl {
  public:
@@ -128,8 +137,8 @@ class ReduceTransport::Impl {
   // Where an owned output's bytes go.
   enum class Mode { kDirect, kWrite, kDiscard };
 
-  struct Item {  // one step of this source's pipeline
-    int t;       // hop: 0 = first contribution, s-1 = fully reduced
+  struct Item {  // one step of a ring member's pipeline
+    int t;       // hop: 0 = first contribution, S-1 = fully reduced
     int step;    // t + chunk: the order of processing
     uint64_t off;
     size_t len;
@@ -137,12 +146,54 @@ class ReduceTransport::Impl {
   struct OwnerMsg {  // one slice an owner receives
     uint64_t off;
     size_t len;
-    int output;
+    int output;  // index in the spec's combination
   };
+
+  struct Ring {
+    std::vector<int> outputs;                 // indices in the spec's combination
+    std::shared_ptr<const Combination> comb;  // rows `outputs`, all s sources
+    int folder = -1;                          // source index folding in at the owner, or -1
+    std::vector<int> members;                 // source indices, in ring order
+    int pos = -1;                             // this rank's position in members, or -1
+    bool owner = false;                       // this rank owns outputs of this ring
+    int m = 0;
+    int tag_ring = 0, tag_out = 0;
+    uint64_t seg_len = 0;
+    size_t chunk = 0;
+    int nc = 0;
+    int pred = -1, succ = -1;  // ranks
+    // Member side.
+    std::vector<Item> items;
+    std::vector<int> recv_items;  // indices of items with t >= 1, in order
+    std::vector<uint8_t> recv_done;
+    std::vector<uint8_t*> bufs;  // m x chunk bytes each
+    int recv_bufs = 0;
+    std::vector<int> free_recv, free_send, refs;
+    std::deque<std::pair<int, int>> posted;  // (item, buffer) of posted receives
+    size_t next_item = 0, next_recv = 0;
+    // Owner side.
+    std::vector<std::vector<OwnerMsg>> owner_msgs;  // per ring position, in arrival order
+    std::vector<size_t> owner_next;
+    std::vector<int> owner_outstanding;
+    std::vector<uint8_t*> owner_bufs;  // chunk bytes each
+    std::vector<int> free_owner;
+
+    int size() const { return static_cast<int>(members.size()); }
+    // Buffers of a member: receives two steps ahead (2S-1) and sends (2S).
+    int member_buffers() const { return (size() > 1 ? 2 * size() - 1 : 0) + 2 * size(); }
+    bool done() const {
+      if (next_item != items.size() || next_recv != recv_items.size()) return false;
+      for (size_t q = 0; q < owner_msgs.size(); ++q)
+        if (owner_next[q] != owner_msgs[q].size()) return false;
+      return true;
+    }
+  };
+
   enum class Kind : uint8_t { kRingRecv, kRingSend, kOutSend, kOwnerRecv };
   struct Pending {
     Kind kind;
-    int a;  // kRingRecv: item; kRingSend/kOutSend: buffer; kOwnerRecv: source
+    int ring;
+    int a;  // kRingRecv: item; kRingSend/kOutSend: buffer; kOwnerRecv: ring position
     int b;  // kOwnerRecv: message index
     int c;  // kOwnerRecv: owner buffer or -1
   };
@@ -153,19 +204,26 @@ class ReduceTransport::Impl {
   }
   Status Validate(const ReduceSpec& spec, OutputSink* sink);
   uint64_t SpecHash(const ReduceSpec& spec) const;
+  Status BuildRings(const ReduceSpec& spec);
   Status Reserve();
-  void Setup(uint64_t length);
+  void Setup(Ring& r, uint64_t length);
   Status Loop(const ReduceSpec& spec, OutputSink* sink, ReduceStats* stats, double t_start);
+  Status Step(const ReduceSpec& spec, int ri, OutputSink* sink, ReduceStats* stats,
+              bool* progress);
   // Seconds left of the Run's timeout (0: no timeout; tiny but positive when over).
   double TimeLeft(double t_start) const {
     if (options_.timeout_ms <= 0) return 0;
     return std::max(1e-6, t_start + options_.timeout_ms / 1000.0 - NowSeconds());
   }
-  void Post(Kind kind, int a, int b, int c, MPI_Request req) {
+  void Post(Kind kind, int ring, int a, int b, int c, MPI_Request req) {
     reqs_.push_back(req);
-    pending_.push_back({kind, a, b, c});
+    pending_.push_back({kind, ring, a, b, c});
   }
-  bool ComputeItem(const Item& item, uint8_t* buf, ReduceStats* stats);
+  // Calls fn(src, offset - off, len) for the pieces of this source's image
+  // within [off, off + len).
+  template <class Fn>
+  void ForEachPiece(uint64_t off, size_t len, Fn fn) const;
+  void ComputeItem(const Ring& r, const Item& item, uint8_t* buf, ReduceStats* stats);
   void Deliver(OutputSink* sink, int output, uint64_t off, const uint8_t* data, size_t len);
 
   MPI_Comm comm_;
@@ -173,35 +231,21 @@ class ReduceTransport::Impl {
   Options options_;
   bool broken_ = false;
   std::string where_;
-  Region ring_region_, owner_region_;
+  std::vector<std::unique_ptr<Region>> regions_;  // 2 per ring: member, owner buffers
 
   // Per Run.
   const Combination* comb_ = nullptr;
   int m_ = 0, s_ = 0;
-  int me_ = -1;  // this rank's source index (ring position), -1 if none
+  int src_ = -1;  // this rank's source index (coefficient column), -1 if none
   std::vector<int> owned_;
+  std::vector<Ring> rings_;
+  size_t chunk_ = 0;  // the largest chunk, the same on every rank
   std::vector<Mode> mode_;  // per output (owned ones only meaningful)
   std::vector<uint8_t*> target_;
   Status sink_error_;
-  uint64_t length_ = 0, seg_len_ = 0, my_len_ = 0;
-  size_t chunk_ = 0, max_chunk_ = 0;
-  int recv_bufs_ = 0;
-  int nc_ = 0;
-  std::vector<Extent> extents_;   // non-empty input extents
+  uint64_t length_ = 0, my_len_ = 0;
+  std::vector<Extent> extents_;    // non-empty input extents
   std::vector<uint64_t> ext_off_;  // their offsets in the image
-
-  std::vector<Item> items_;
-  std::vector<int> recv_items_;  // indices of items with t >= 1, in order
-  std::vector<uint8_t> recv_done_;
-  std::vector<uint8_t*> bufs_;  // ring buffers (m x chunk bytes each)
-  std::vector<int> free_recv_, free_send_, refs_;
-  std::deque<std::pair<int, int>> posted_;  // (item, buffer) of posted ring receives
-
-  std::vector<std::vector<OwnerMsg>> owner_msgs_;  // per source
-  std::vector<size_t> owner_next_;
-  std::vector<int> owner_outstanding_;
-  std::vector<uint8_t*> owner_bufs_;
-  std::vector<int> free_owner_;
 
   std::vector<MPI_Request> reqs_;
   std::vector<Pending> pending_;
@@ -257,94 +301,134 @@ uint64_t ReduceTransport::Impl::SpecHash(const ReduceSpec& spec) const {
   return h;
 }
 
+// Rings and the chunk size, computed alike on every rank from the spec.
+Status ReduceTransport::Impl::BuildRings(const ReduceSpec& spec) {
+  std::map<int, std::vector<int>> by_folder;  // folder source index (or -1) -> outputs
+  for (int j = 0; j < m_; ++j) {
+    int folder = -1;
+    for (int i = 0; i < s_ && s_ >= 2; ++i)
+      if (spec.source_ranks[i] == spec.output_ranks[j]) folder = i;
+    by_folder[folder].push_back(j);
+  }
+  rings_.clear();
+  size_t units = 0;  // member buffers x outputs, summed over rings
+  for (auto& [folder, outputs] : by_folder) {
+    Ring r;
+    r.folder = folder;
+    r.outputs = outputs;
+    r.m = static_cast<int>(outputs.size());
+    const int idx = static_cast<int>(rings_.size());
+    r.tag_ring = kTagBase + 2 * idx;
+    r.tag_out = kTagBase + 2 * idx + 1;
+    for (int i = 0; i < s_; ++i) {
+      if (i == folder) continue;
+      if (i == src_) r.pos = r.size();
+      r.members.push_back(i);
+    }
+    for (int j : outputs) r.owner = r.owner || spec.output_ranks[j] == rank_;
+    if (r.m == m_) {
+      r.comb = spec.combination;
+    } else {
+      std::vector<uint8_t> coef;
+      for (int j : outputs)
+        for (int i = 0; i < s_; ++i) coef.push_back(comb_->coefficient(j, i));
+      auto comb = Combination::Create(r.m, s_, std::move(coef));
+      if (!comb.ok()) return comb.status().Prefixed(where_);
+      r.comb = *comb;
+    }
+    units += static_cast<size_t>(r.member_buffers()) * r.m;
+    rings_.push_back(std::move(r));
+  }
+  size_t chunk = RoundUp(std::max<size_t>(options_.chunk_bytes, kPage), kPage);
+  const size_t cap = options_.max_buffer_bytes / units / kPage * kPage;
+  chunk_ = std::min(chunk, std::max<size_t>(cap, 64 << 10));
+  return Status::OK();
+}
+
 // Message buffers for this rank's roles, before the ranks agree on the Run,
 // so that an allocation failure is reported everywhere instead of stranding
 // peers. Sized for the largest chunk; Setup may use smaller ones.
 Status ReduceTransport::Impl::Reserve() {
-  const int S = s_;
-  recv_bufs_ = me_ >= 0 && S > 1 ? 2 * S - 1 : 0;  // lookahead of two steps, see Loop
-  const int send_bufs = me_ >= 0 ? 2 * S : 0;
-  const int nbuf = recv_bufs_ + send_bufs;
-  size_t chunk = RoundUp(std::max<size_t>(options_.chunk_bytes, kPage), kPage);
-  if (nbuf > 0) {
-    size_t cap = options_.max_buffer_bytes / (static_cast<size_t>(nbuf) * m_) / kPage * kPage;
-    chunk = std::min(chunk, std::max<size_t>(cap, 64 << 10));
+  if (regions_.size() < 2 * rings_.size()) regions_.resize(2 * rings_.size());
+  for (size_t ri = 0; ri < rings_.size(); ++ri) {
+    Ring& r = rings_[ri];
+    for (int k = 0; k < 2; ++k)
+      if (!regions_[2 * ri + k]) regions_[2 * ri + k] = std::make_unique<Region>();
+    if (r.pos >= 0) {
+      const size_t buf_bytes = static_cast<size_t>(r.m) * chunk_;
+      const int nbuf = r.member_buffers();
+      Region& region = *regions_[2 * ri];
+      DLCKPT_RETURN_IF_ERROR(region.Reserve(buf_bytes * nbuf).Prefixed(where_));
+      r.bufs.resize(nbuf);
+      for (int b = 0; b < nbuf; ++b) r.bufs[b] = region.data() + buf_bytes * b;
+      r.recv_bufs = r.size() > 1 ? 2 * r.size() - 1 : 0;
+    }
+    if (r.owner) {
+      const int nown = kOwnerWindow * r.size();
+      Region& region = *regions_[2 * ri + 1];
+      DLCKPT_RETURN_IF_ERROR(region.Reserve(chunk_ * nown).Prefixed(where_));
+      r.owner_bufs.resize(nown);
+      for (int b = 0; b < nown; ++b) r.owner_bufs[b] = region.data() + chunk_ * b;
+    }
   }
-  max_chunk_ = chunk;
-  const size_t buf_bytes = static_cast<size_t>(m_) * chunk;
-  if (nbuf > 0) DLCKPT_RETURN_IF_ERROR(ring_region_.Reserve(buf_bytes * nbuf).Prefixed(where_));
-  bufs_.resize(nbuf);
-  for (int b = 0; b < nbuf; ++b) bufs_[b] = ring_region_.data() + buf_bytes * b;
-  const int nown = owned_.empty() ? 0 : kOwnerWindow * S;
-  if (nown > 0) DLCKPT_RETURN_IF_ERROR(owner_region_.Reserve(chunk * nown).Prefixed(where_));
-  owner_bufs_.resize(nown);
-  for (int b = 0; b < nown; ++b) owner_bufs_[b] = owner_region_.data() + chunk * b;
   return Status::OK();
 }
 
-// Geometry, items and owner expectations for a Run of length L > 0.
-void ReduceTransport::Impl::Setup(uint64_t length) {
-  const int S = s_;
-  length_ = length;
-  seg_len_ = RoundUp(DivUp(length, S), kAlign);
-  chunk_ = static_cast<size_t>(std::min<uint64_t>(max_chunk_, seg_len_));
-  nc_ = static_cast<int>(DivUp(seg_len_, chunk_));
+// Geometry, items and owner expectations of a ring for a Run of length L > 0.
+void ReduceTransport::Impl::Setup(Ring& r, uint64_t length) {
+  const int S = r.size();
+  r.seg_len = RoundUp(DivUp(length, S), kAlign);
+  r.chunk = static_cast<size_t>(std::min<uint64_t>(chunk_, r.seg_len));
+  r.nc = static_cast<int>(DivUp(r.seg_len, r.chunk));
 
   auto chunk_range = [&](int seg, int c, uint64_t* off, size_t* len) {
-    uint64_t seg_begin = static_cast<uint64_t>(seg) * seg_len_;
-    uint64_t seg_end = std::min(length_, seg_begin + seg_len_);
-    uint64_t a = seg_begin + static_cast<uint64_t>(c) * chunk_;
+    uint64_t seg_begin = static_cast<uint64_t>(seg) * r.seg_len;
+    uint64_t seg_end = std::min(length, seg_begin + r.seg_len);
+    uint64_t a = seg_begin + static_cast<uint64_t>(c) * r.chunk;
     *off = a;
-    *len = a >= seg_end ? 0 : static_cast<size_t>(std::min<uint64_t>(chunk_, seg_end - a));
+    *len = a >= seg_end ? 0 : static_cast<size_t>(std::min<uint64_t>(r.chunk, seg_end - a));
   };
 
-  items_.clear();
-  recv_items_.clear();
-  posted_.clear();
-  free_recv_.clear();
-  free_send_.clear();
-  if (me_ >= 0) {
-    // Item (t, c): chunk c of segment (me - t) mod S, processed in order of
+  if (r.pos >= 0) {
+    // Item (t, c): chunk c of segment (pos - t) mod S, processed in order of
     // step = t + c; its input (t >= 1) is the predecessor's item (t - 1, c).
-    for (int step = 0; step < nc_ + S - 1; ++step) {
+    for (int step = 0; step < r.nc + S - 1; ++step) {
       for (int t = 0; t < S; ++t) {
         int c = step - t;
-        if (c < 0 || c >= nc_) continue;
+        if (c < 0 || c >= r.nc) continue;
         Item item{t, step, 0, 0};
-        chunk_range(((me_ - t) % S + S) % S, c, &item.off, &item.len);
+        chunk_range(((r.pos - t) % S + S) % S, c, &item.off, &item.len);
         if (item.len == 0) continue;
-        if (t >= 1) recv_items_.push_back(static_cast<int>(items_.size()));
-        items_.push_back(item);
+        if (t >= 1) r.recv_items.push_back(static_cast<int>(r.items.size()));
+        r.items.push_back(item);
       }
     }
-    recv_done_.assign(items_.size(), 0);
-    const int nbuf = static_cast<int>(bufs_.size());
-    for (int b = 0; b < recv_bufs_; ++b) free_recv_.push_back(b);
-    for (int b = recv_bufs_; b < nbuf; ++b) free_send_.push_back(b);
-    refs_.assign(nbuf, 0);
+    r.recv_done.assign(r.items.size(), 0);
+    const int nbuf = static_cast<int>(r.bufs.size());
+    for (int b = 0; b < r.recv_bufs; ++b) r.free_recv.push_back(b);
+    for (int b = r.recv_bufs; b < nbuf; ++b) r.free_send.push_back(b);
+    r.refs.assign(nbuf, 0);
   }
 
-  // Source q ends with segment (q + 1) mod S and sends its chunks in order,
+  // Member q ends with segment (q + 1) mod S and sends its chunks in order,
   // each chunk's slices in output order.
-  owner_msgs_.assign(S, {});
-  owner_next_.assign(S, 0);
-  owner_outstanding_.assign(S, 0);
-  free_owner_.clear();
-  if (!owned_.empty()) {
+  r.owner_msgs.assign(S, {});
+  r.owner_next.assign(S, 0);
+  r.owner_outstanding.assign(S, 0);
+  if (r.owner) {
     for (int q = 0; q < S; ++q) {
-      if (q == me_) continue;
-      for (int c = 0; c < nc_; ++c) {
+      if (q == r.pos) continue;
+      for (int c = 0; c < r.nc; ++c) {
         uint64_t off;
         size_t len;
         chunk_range((q + 1) % S, c, &off, &len);
         if (len == 0) continue;
-        for (int j : owned_) owner_msgs_[q].push_back({off, len, j});
+        for (int j : r.outputs)
+          if (std::count(owned_.begin(), owned_.end(), j)) r.owner_msgs[q].push_back({off, len, j});
       }
     }
-    for (int b = 0; b < static_cast<int>(owner_bufs_.size()); ++b) free_owner_.push_back(b);
+    for (int b = 0; b < static_cast<int>(r.owner_bufs.size()); ++b) r.free_owner.push_back(b);
   }
-  reqs_.clear();
-  pending_.clear();
 }
 
 void ReduceTransport::Impl::Deliver(OutputSink* sink, int output, uint64_t off,
@@ -364,98 +448,154 @@ void ReduceTransport::Impl::Deliver(OutputSink* sink, int output, uint64_t off,
   }
 }
 
-// Adds this source's contribution to chunk [item.off, +len) of every output
-// into buf (output j at buf + j*len): Set for the first hop, else Accumulate.
-bool ReduceTransport::Impl::ComputeItem(const Item& item, uint8_t* buf, ReduceStats* stats) {
-  double t0 = NowSeconds();
-  uint8_t* outs[ErasureCode::kMaxChunks];
-  const uint64_t end = std::min<uint64_t>(item.off + item.len, my_len_);
-  if (item.off < end) {
-    size_t e = std::upper_bound(ext_off_.begin(), ext_off_.end(), item.off) - ext_off_.begin() - 1;
-    uint64_t pos = item.off;
-    while (pos < end) {
-      const uint64_t ext_end = ext_off_[e] + extents_[e].len;
-      const size_t take = static_cast<size_t>(std::min(end, ext_end) - pos);
-      const uint8_t* src = extents_[e].data + (pos - ext_off_[e]);
-      for (int j = 0; j < m_; ++j) outs[j] = buf + j * item.len + (pos - item.off);
-      if (item.t == 0) {
-        comb_->Set(me_, src, take, {outs, static_cast<size_t>(m_)});
-      } else {
-        comb_->Accumulate(me_, src, take, {outs, static_cast<size_t>(m_)});
-      }
-      pos += take;
-      ++e;
-    }
+template <class Fn>
+void ReduceTransport::Impl::ForEachPiece(uint64_t off, size_t len, Fn fn) const {
+  const uint64_t end = std::min<uint64_t>(off + len, my_len_);
+  if (off >= end) return;
+  size_t e = std::upper_bound(ext_off_.begin(), ext_off_.end(), off) - ext_off_.begin() - 1;
+  for (uint64_t pos = off; pos < end; ++e) {
+    const uint64_t ext_end = ext_off_[e] + extents_[e].len;
+    const size_t take = static_cast<size_t>(std::min(end, ext_end) - pos);
+    fn(extents_[e].data + (pos - ext_off_[e]), static_cast<size_t>(pos - off), take);
+    pos += take;
   }
+}
+
+// Adds this source's contribution to chunk [item.off, +len) of the ring's
+// outputs into buf (output j at buf + j*len): Set for the first hop, else
+// Accumulate.
+void ReduceTransport::Impl::ComputeItem(const Ring& r, const Item& item, uint8_t* buf,
+                                        ReduceStats* stats) {
+  const double t0 = NowSeconds();
+  uint8_t* outs[ErasureCode::kMaxChunks];
+  const std::span<uint8_t* const> out_span(outs, static_cast<size_t>(r.m));
+  ForEachPiece(item.off, item.len, [&](const uint8_t* src, size_t at, size_t take) {
+    for (int j = 0; j < r.m; ++j) outs[j] = buf + j * item.len + at;
+    if (item.t == 0) {
+      r.comb->Set(src_, src, take, out_span);
+    } else {
+      r.comb->Accumulate(src_, src, take, out_span);
+    }
+  });
   if (item.t == 0) {  // past the end of this source's image: zeros
-    size_t covered = item.off < end ? static_cast<size_t>(end - item.off) : 0;
-    for (int j = 0; j < m_; ++j)
+    const size_t covered =
+        my_len_ > item.off ? static_cast<size_t>(std::min<uint64_t>(my_len_ - item.off, item.len))
+                           : 0;
+    for (int j = 0; j < r.m; ++j)
       std::memset(buf + j * item.len + covered, 0, item.len - covered);
   }
   stats->compute_seconds += NowSeconds() - t0;
-  return true;
+}
+
+// Posts what ring `ri` can post and processes its next item if ready.
+Status ReduceTransport::Impl::Step(const ReduceSpec& spec, int ri, OutputSink* sink,
+                                   ReduceStats* stats, bool* progress) {
+  Ring& r = rings_[ri];
+  const int S = r.size();
+
+  // 1. Ring receives, two steps ahead at most: this bounds the buffers they
+  // hold (2S-1), so they never wait for send buffers (no cyclic wait).
+  if (r.pos >= 0) {
+    const int cur_step = r.next_item < r.items.size() ? r.items[r.next_item].step : 1 << 30;
+    while (r.next_recv < r.recv_items.size() && !r.free_recv.empty() &&
+           r.items[r.recv_items[r.next_recv]].step <= cur_step + 1) {
+      const int idx = r.recv_items[r.next_recv];
+      const int b = r.free_recv.back();
+      r.free_recv.pop_back();
+      MPI_Request req;
+      int rc = MPI_Irecv(r.bufs[b], static_cast<int>(r.m * r.items[idx].len), MPI_BYTE, r.pred,
+                         r.tag_ring, comm_, &req);
+      if (rc != MPI_SUCCESS) return Fail("MPI_Irecv from rank " + std::to_string(r.pred), rc);
+      Post(Kind::kRingRecv, ri, idx, 0, 0, req);
+      r.posted.emplace_back(idx, b);
+      ++r.next_recv;
+      *progress = true;
+    }
+  }
+
+  // 2. Owner receives: a window per ring member.
+  for (int q = 0; q < S && r.owner; ++q) {
+    const auto& msgs = r.owner_msgs[q];
+    while (r.owner_next[q] < msgs.size() && r.owner_outstanding[q] < kOwnerWindow) {
+      const OwnerMsg& msg = msgs[r.owner_next[q]];
+      uint8_t* dst;
+      int ob = -1;
+      if (mode_[msg.output] == Mode::kDirect) {
+        dst = target_[msg.output] + msg.off;
+      } else {
+        if (r.free_owner.empty()) break;
+        ob = r.free_owner.back();
+        r.free_owner.pop_back();
+        dst = r.owner_bufs[ob];
+      }
+      const int from = spec.source_ranks[r.members[q]];
+      MPI_Request req;
+      int rc = MPI_Irecv(dst, static_cast<int>(msg.len), MPI_BYTE, from, r.tag_out, comm_, &req);
+      if (rc != MPI_SUCCESS) return Fail("MPI_Irecv from rank " + std::to_string(from), rc);
+      Post(Kind::kOwnerRecv, ri, q, static_cast<int>(r.owner_next[q]), ob, req);
+      ++r.owner_next[q];
+      ++r.owner_outstanding[q];
+      *progress = true;
+    }
+  }
+
+  // 3. The next item, if its input and a send buffer are ready.
+  if (r.pos < 0 || r.next_item >= r.items.size() || r.free_send.empty()) return Status::OK();
+  const Item& item = r.items[r.next_item];
+  int b = -1;
+  if (item.t == 0) {
+    b = r.free_send.back();
+    r.free_send.pop_back();
+  } else if (!r.posted.empty() && r.posted.front().first == static_cast<int>(r.next_item) &&
+             r.recv_done[r.next_item]) {
+    // The received buffer becomes a send buffer; a free send buffer takes its
+    // place among the receive buffers.
+    b = r.posted.front().second;
+    r.posted.pop_front();
+    r.free_recv.push_back(r.free_send.back());
+    r.free_send.pop_back();
+  }
+  if (b < 0) return Status::OK();
+  ComputeItem(r, item, r.bufs[b], stats);
+  const size_t len = item.len;
+  if (item.t < S - 1) {
+    MPI_Request req;
+    int rc = MPI_Isend(r.bufs[b], static_cast<int>(r.m * len), MPI_BYTE, r.succ, r.tag_ring,
+                       comm_, &req);
+    if (rc != MPI_SUCCESS) return Fail("MPI_Isend to rank " + std::to_string(r.succ), rc);
+    Post(Kind::kRingSend, ri, b, 0, 0, req);
+    stats->bytes_sent += r.m * len;
+  } else {
+    for (int jl = 0; jl < r.m; ++jl) {
+      const int j = r.outputs[jl];
+      const int owner = spec.output_ranks[j];
+      const uint8_t* slice = r.bufs[b] + jl * len;
+      if (owner == rank_) {
+        Deliver(sink, j, item.off, slice, len);
+        continue;
+      }
+      MPI_Request req;
+      int rc = MPI_Isend(slice, static_cast<int>(len), MPI_BYTE, owner, r.tag_out, comm_, &req);
+      if (rc != MPI_SUCCESS) return Fail("MPI_Isend to rank " + std::to_string(owner), rc);
+      Post(Kind::kOutSend, ri, b, 0, 0, req);
+      ++r.refs[b];
+      stats->bytes_sent += len;
+    }
+    if (r.refs[b] == 0) r.free_send.push_back(b);
+  }
+  ++r.next_item;
+  *progress = true;
+  return Status::OK();
 }
 
 Status ReduceTransport::Impl::Loop(const ReduceSpec& spec, OutputSink* sink, ReduceStats* stats,
                                    double t_start) {
-  const int S = s_;
-  const int succ = me_ >= 0 ? spec.source_ranks[(me_ + 1) % S] : -1;
-  const int pred = me_ >= 0 ? spec.source_ranks[(me_ + S - 1) % S] : -1;
-  size_t next_item = 0, next_recv = 0;
   const double deadline = options_.timeout_ms > 0 ? t_start + options_.timeout_ms / 1000.0 : 0;
-
   for (;;) {
     bool progress = false;
+    for (int ri = 0; ri < static_cast<int>(rings_.size()); ++ri)
+      DLCKPT_RETURN_IF_ERROR(Step(spec, ri, sink, stats, &progress));
 
-    // 1. Ring receives, two steps ahead at most: this bounds the buffers they
-    // hold (2S-1) so they never wait for send buffers (no cyclic wait).
-    if (me_ >= 0) {
-      const int cur_step = next_item < items_.size() ? items_[next_item].step : 1 << 30;
-      while (next_recv < recv_items_.size() && !free_recv_.empty() &&
-             items_[recv_items_[next_recv]].step <= cur_step + 1) {
-        const int idx = recv_items_[next_recv];
-        const int b = free_recv_.back();
-        free_recv_.pop_back();
-        MPI_Request req;
-        int rc = MPI_Irecv(bufs_[b], static_cast<int>(m_ * items_[idx].len), MPI_BYTE, pred,
-                           kTagRing, comm_, &req);
-        if (rc != MPI_SUCCESS) return Fail("MPI_Irecv from rank " + std::to_string(pred), rc);
-        Post(Kind::kRingRecv, idx, 0, 0, req);
-        posted_.emplace_back(idx, b);
-        ++next_recv;
-        progress = true;
-      }
-    }
-
-    // 2. Owner receives: a window per source.
-    for (int q = 0; q < S; ++q) {
-      auto& msgs = owner_msgs_[q];
-      while (owner_next_[q] < msgs.size() && owner_outstanding_[q] < kOwnerWindow) {
-        const OwnerMsg& msg = msgs[owner_next_[q]];
-        uint8_t* dst;
-        int ob = -1;
-        if (mode_[msg.output] == Mode::kDirect) {
-          dst = target_[msg.output] + msg.off;
-        } else {
-          if (free_owner_.empty()) break;
-          ob = free_owner_.back();
-          free_owner_.pop_back();
-          dst = owner_bufs_[ob];
-        }
-        MPI_Request req;
-        int rc = MPI_Irecv(dst, static_cast<int>(msg.len), MPI_BYTE, spec.source_ranks[q],
-                           kTagOut, comm_, &req);
-        if (rc != MPI_SUCCESS) {
-          return Fail("MPI_Irecv from rank " + std::to_string(spec.source_ranks[q]), rc);
-        }
-        Post(Kind::kOwnerRecv, q, static_cast<int>(owner_next_[q]), ob, req);
-        ++owner_next_[q];
-        ++owner_outstanding_[q];
-        progress = true;
-      }
-    }
-
-    // 3. Completions.
     if (!reqs_.empty()) {
       int count = 0;
       done_idx_.resize(reqs_.size());
@@ -466,35 +606,44 @@ Status ReduceTransport::Impl::Loop(const ReduceSpec& spec, OutputSink* sink, Red
         progress = true;
         for (int d = 0; d < count; ++d) {
           const Pending& p = pending_[done_idx_[d]];
+          Ring& r = rings_[p.ring];
           switch (p.kind) {
             case Kind::kRingRecv:
-              recv_done_[p.a] = 1;
-              stats->bytes_received += m_ * items_[p.a].len;
+              r.recv_done[p.a] = 1;
+              stats->bytes_received += r.m * r.items[p.a].len;
               break;
             case Kind::kRingSend:
-              free_send_.push_back(p.a);
+              r.free_send.push_back(p.a);
               break;
             case Kind::kOutSend:
-              if (--refs_[p.a] == 0) free_send_.push_back(p.a);
+              if (--r.refs[p.a] == 0) r.free_send.push_back(p.a);
               break;
             case Kind::kOwnerRecv: {
-              const OwnerMsg& msg = owner_msgs_[p.a][p.b];
+              const OwnerMsg& msg = r.owner_msgs[p.a][p.b];
               stats->bytes_received += msg.len;
-              if (p.c >= 0) {
-                Deliver(sink, msg.output, msg.off, owner_bufs_[p.c], msg.len);
-                free_owner_.push_back(p.c);
+              uint8_t* slice = p.c >= 0 ? r.owner_bufs[p.c] : target_[msg.output] + msg.off;
+              if (r.folder >= 0 && r.folder == src_ && mode_[msg.output] != Mode::kDiscard) {
+                const double t0 = NowSeconds();  // add this rank's own contribution
+                ForEachPiece(msg.off, msg.len, [&](const uint8_t* src, size_t at, size_t take) {
+                  comb_->AccumulateOne(msg.output, src_, src, take, slice + at);
+                });
+                stats->compute_seconds += NowSeconds() - t0;
               }
-              --owner_outstanding_[p.a];
+              if (p.c >= 0) {
+                Deliver(sink, msg.output, msg.off, slice, msg.len);
+                r.free_owner.push_back(p.c);
+              }
+              --r.owner_outstanding[p.a];
               break;
             }
           }
         }
         // Drop completed entries (their requests are now MPI_REQUEST_NULL).
         size_t w = 0;
-        for (size_t r = 0; r < reqs_.size(); ++r) {
-          if (reqs_[r] == MPI_REQUEST_NULL) continue;
-          reqs_[w] = reqs_[r];
-          pending_[w] = pending_[r];
+        for (size_t i = 0; i < reqs_.size(); ++i) {
+          if (reqs_[i] == MPI_REQUEST_NULL) continue;
+          reqs_[w] = reqs_[i];
+          pending_[w] = pending_[i];
           ++w;
         }
         reqs_.resize(w);
@@ -502,59 +651,8 @@ Status ReduceTransport::Impl::Loop(const ReduceSpec& spec, OutputSink* sink, Red
       }
     }
 
-    // 4. The next item of this source, if its input and a send buffer are ready.
-    if (me_ >= 0 && next_item < items_.size() && !free_send_.empty()) {
-      const Item& item = items_[next_item];
-      int b = -1;
-      if (item.t == 0) {
-        b = free_send_.back();
-        free_send_.pop_back();
-      } else if (!posted_.empty() && posted_.front().first == static_cast<int>(next_item) &&
-                 recv_done_[next_item]) {
-        // The received buffer becomes a send buffer; a free send buffer takes
-        // its place among the receive buffers.
-        b = posted_.front().second;
-        posted_.pop_front();
-        free_recv_.push_back(free_send_.back());
-        free_send_.pop_back();
-      }
-      if (b >= 0) {
-        ComputeItem(item, bufs_[b], stats);
-        const size_t len = item.len;
-        if (item.t < S - 1) {
-          MPI_Request req;
-          int rc = MPI_Isend(bufs_[b], static_cast<int>(m_ * len), MPI_BYTE, succ, kTagRing,
-                             comm_, &req);
-          if (rc != MPI_SUCCESS) return Fail("MPI_Isend to rank " + std::to_string(succ), rc);
-          Post(Kind::kRingSend, b, 0, 0, req);
-          stats->bytes_sent += m_ * len;
-        } else {
-          for (int j = 0; j < m_; ++j) {
-            const int owner = spec.output_ranks[j];
-            const uint8_t* slice = bufs_[b] + j * len;
-            if (owner == rank_) {
-              Deliver(sink, j, item.off, slice, len);
-              continue;
-            }
-            MPI_Request req;
-            int rc = MPI_Isend(slice, static_cast<int>(len), MPI_BYTE, owner, kTagOut, comm_,
-                               &req);
-            if (rc != MPI_SUCCESS) return Fail("MPI_Isend to rank " + std::to_string(owner), rc);
-            Post(Kind::kOutSend, b, 0, 0, req);
-            ++refs_[b];
-            stats->bytes_sent += len;
-          }
-          if (refs_[b] == 0) free_send_.push_back(b);
-        }
-        ++next_item;
-        progress = true;
-      }
-    }
-
-    bool owner_done = true;
-    for (int q = 0; q < S; ++q) owner_done = owner_done && owner_next_[q] == owner_msgs_[q].size();
-    if (next_item == items_.size() && next_recv == recv_items_.size() && owner_done &&
-        reqs_.empty()) {
+    if (reqs_.empty() && std::all_of(rings_.begin(), rings_.end(),
+                                     [](const Ring& r) { return r.done(); })) {
       return Status::OK();
     }
     if (!progress) {
@@ -562,9 +660,7 @@ Status ReduceTransport::Impl::Loop(const ReduceSpec& spec, OutputSink* sink, Red
         broken_ = true;
         return Status::Timeout(where_ + ": not finished after " +
                                std::to_string(options_.timeout_ms) + " ms (" +
-                               std::to_string(reqs_.size()) + " transfers pending, item " +
-                               std::to_string(next_item) + " of " +
-                               std::to_string(items_.size()) + ")");
+                               std::to_string(reqs_.size()) + " transfers pending)");
       }
       SleepMicros(options_.idle_sleep_us);
     }
@@ -581,7 +677,8 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
   }
   ReduceStats stats;
   Status local = Validate(spec, sink);
-  me_ = -1;
+  src_ = -1;
+  rings_.clear();
   owned_.clear();
   my_len_ = 0;
   extents_.clear();
@@ -592,10 +689,10 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
     m_ = comb_->outputs();
     s_ = comb_->sources();
     for (int i = 0; i < s_; ++i)
-      if (spec.source_ranks[i] == rank_) me_ = i;
+      if (spec.source_ranks[i] == rank_) src_ = i;
     for (int j = 0; j < m_; ++j)
       if (spec.output_ranks[j] == rank_) owned_.push_back(j);
-    if (me_ >= 0) {
+    if (src_ >= 0) {
       for (const Extent& e : input) {
         if (e.len == 0) continue;
         if (e.data == nullptr) {
@@ -608,6 +705,7 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
         my_len_ += e.len;
       }
     }
+    if (local.ok()) local = BuildRings(spec);
     if (local.ok()) local = Reserve();
   }
 
@@ -629,7 +727,8 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
     return Status::InvalidArgument(where_ +
                                    ": ranks called Run with different specs or options");
   }
-  stats.length = out[0];
+  stats.length = length_ = out[0];
+  stats.chunk_bytes = chunk_;
 
   mode_.assign(m_, Mode::kDiscard);
   target_.assign(m_, nullptr);
@@ -646,8 +745,14 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
 
   Status status;
   if (stats.length > 0) {
-    Setup(stats.length);
-    stats.chunk_bytes = chunk_;
+    for (Ring& r : rings_) {
+      const int S = r.size();
+      if (r.pos >= 0) {
+        r.succ = spec.source_ranks[r.members[(r.pos + 1) % S]];
+        r.pred = spec.source_ranks[r.members[(r.pos + S - 1) % S]];
+      }
+      Setup(r, stats.length);
+    }
     status = Loop(spec, sink, &stats, t_start);
     if (broken_) return status;  // requests may still be in flight
   }

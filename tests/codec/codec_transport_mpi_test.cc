@@ -5,14 +5,16 @@
 // its own communicator (key = chunk id) and transport. Images have different,
 // odd, tiny and empty sizes and are split into extents of random lengths held
 // in separate allocations. Scenarios, per epoch: encode and check the parity
-// against the whole-stripe math; lose 1 (XOR) or k (RS) chunks, rebuild on a
-// spare (which is also a source) or on a fresh rank (owner only), with the
-// zero-copy and the Write() sink, and byte-compare; lose k + 1 chunks in group
+// against the whole-stripe math; lose 1 (XOR) or k (RS) chunks, rebuild on
+// spares (which are also sources, in the ring or folding their parity in) or
+// on a fresh rank (owner only), with the zero-copy and the Write() sink, and
+// byte-compare; lose k + 1 chunks in group
 // 0: a clean error naming the group; mismatched specs: an error on every
 // rank, after which the transport still works; standby ranks must not spin.
 //
 // Usage: codec_transport_mpi_test --spare-nodes P --group-size G --spares K
-//          [--max-size BYTES] [--chunk BYTES] [--expect-config-error TEXT]
+//          [--max-size BYTES] [--chunk BYTES] [--max-buffer BYTES]
+//          [--expect-config-error TEXT]
 // Exit status 0 when every check passed on every rank.
 #include <sys/resource.h>
 
@@ -139,6 +141,7 @@ struct Args {
   int spare_nodes = 1, group_size = 4, spares = 1;
   uint64_t max_size = (2u << 20) + 5;
   size_t chunk = 64 << 10;
+  size_t max_buffer = 64u << 20;
   std::string expect_config_error;
 };
 
@@ -183,6 +186,10 @@ class GroupTest {
     BufferSink sink;
     auto stats = t_->Run(EncodeSpec(code_, label), input.extents, is_data() ? nullptr : &sink);
     CHECK(stats.ok(), "%s", stats.status().ToString().c_str());
+    if (stats.ok() && epoch == 0 && g_.id == 0 && chunk_ == 0) {
+      std::printf("group 0 encode epoch 0: L = %llu, chunk %zu bytes\n",
+                  static_cast<unsigned long long>(stats->length), stats->chunk_bytes);
+    }
     if (!stats.ok() || is_data()) return;
     const int j = chunk_ - n();
     std::vector<Bytes> want = ExpectedParity(epoch);
@@ -295,7 +302,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     const char* v = nullptr;
     if (f == "--help") return false;
     if ((v = (f == "--spare-nodes" || f == "--group-size" || f == "--spares" ||
-              f == "--max-size" || f == "--chunk" || f == "--expect-config-error")
+              f == "--max-size" || f == "--chunk" || f == "--max-buffer" ||
+              f == "--expect-config-error")
                  ? next()
                  : nullptr) == nullptr) {
       std::fprintf(stderr, "unknown or incomplete option %s\n", f.c_str());
@@ -306,6 +314,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     if (f == "--spares") a->spares = std::atoi(v);
     if (f == "--max-size") a->max_size = std::strtoull(v, nullptr, 10);
     if (f == "--chunk") a->chunk = std::strtoull(v, nullptr, 10);
+    if (f == "--max-buffer") a->max_buffer = std::strtoull(v, nullptr, 10);
     if (f == "--expect-config-error") a->expect_config_error = v;
   }
   return true;
@@ -334,7 +343,8 @@ int main(int argc, char** argv) {
     if (g_rank == 0) {
       std::fprintf(stderr,
                    "usage: codec_transport_mpi_test --spare-nodes P --group-size G --spares K "
-                   "[--max-size BYTES] [--chunk BYTES] [--expect-config-error TEXT]\n");
+                   "[--max-size BYTES] [--chunk BYTES] [--max-buffer BYTES] "
+                   "[--expect-config-error TEXT]\n");
     }
     MPI_Finalize();
     return 2;
@@ -389,6 +399,7 @@ int main(int argc, char** argv) {
   CHECK(code.ok(), "%s", code.status().ToString().c_str());
   ReduceTransport::Options options;
   options.chunk_bytes = args.chunk;
+  options.max_buffer_bytes = args.max_buffer;
   options.timeout_ms = 120000;  // a hang fails instead of waiting for ctest
   auto transport = ReduceTransport::Create(group_comm, options);
   CHECK(transport.ok(), "%s", transport.status().ToString().c_str());
@@ -413,6 +424,16 @@ int main(int argc, char** argv) {
     targets = {lost[0]};
     if (k >= 2) lost.push_back(n + k - 1), targets.push_back(lost[0]);
     t.Rebuild(epoch, lost, targets, epoch % 2 == 0);
+    // One data chunk rebuilt on the first spare, which owns the only output
+    // and is a source: it folds its parity in instead of joining the ring.
+    t.Rebuild(epoch, {(epoch + 2) % n}, {n}, epoch % 2 == 0);
+    // Two outputs, one owned by a spare that is a source (its own ring), one
+    // by a rank that is not (a ring of all sources): two rings at once.
+    if (k >= 2 && n >= 2) {
+      std::vector<int> two = {epoch % n, (epoch + 1) % n};
+      std::sort(two.begin(), two.end());
+      t.Rebuild(epoch, two, {n, two[1]}, epoch % 2 == 1);
+    }
   }
   if (group.id == 0) t.TooManyLosses();
   t.MismatchedSpec();

@@ -64,6 +64,8 @@ class Combination final {
   void Set(int i, const uint8_t* src, size_t len, std::span<uint8_t* const> outs) const;
   // outs[j][0..len) ^= c[j][i] · src[0..len).
   void Accumulate(int i, const uint8_t* src, size_t len, std::span<uint8_t* const> outs) const;
+  // out[0..len) ^= c[j][i] · src[0..len) for the single output j.
+  void AccumulateOne(int j, int i, const uint8_t* src, size_t len, uint8_t* out) const;
 
   // Whole-stripe: outputs[j] = Σ_i c[j][i]·sources[i], each source zero-padded
   // to the outputs' common length. EINVAL if counts differ, outputs differ in

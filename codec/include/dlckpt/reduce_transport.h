@@ -3,17 +3,24 @@
 // each output to the rank that owns it. Encode and rebuild are the same call
 // with different specs (EncodeSpec, RebuildSpec).
 //
-// Algorithm. A pipelined ring reduce-scatter among the s source ranks: the
-// padded length L (the longest source input) is cut into s segments, each
+// Algorithm. A pipelined ring reduce-scatter: the padded length L (the
+// longest source input) is cut into one segment per ring member, each
 // segment into chunks of about Options::chunk_bytes. A message carries the
-// partial sums of all m outputs of one chunk (m x chunk bytes); each source
-// adds its own contribution with the ISA-L kernels (XOR or GF(2^8)
+// partial sums of the ring's m outputs for one chunk (m x chunk bytes); each
+// member adds its own contribution with the ISA-L kernels (XOR or GF(2^8)
 // multiply-accumulate) in place and forwards it, computing the next chunk
 // while earlier ones are in flight (MPI_Isend/Irecv + MPI_Testsome). After
-// s - 1 hops a source holds one fully reduced segment and sends slice j of it
-// to the owner of output j, which writes it to its OutputSink. Waits never
-// spin: when nothing progressed the caller's thread sleeps
+// S - 1 hops a member holds one fully reduced segment and sends slice j of it
+// to the owner of output j. Outputs whose owner is itself a source get a ring
+// of the other sources, and that owner adds its own contribution to each
+// slice as it arrives instead of sending (so a rebuild onto a spare holding
+// parity costs what an encode costs); outputs of owners that are not sources
+// share a ring of all sources. All rings run at once in one event loop. Waits
+// never spin: when nothing progressed the thread sleeps
 // Options::idle_sleep_us (MPICH busy-polls inside blocking calls).
+//
+// Per process of a ring of S members with m outputs, about (S-1)/S·m·L bytes
+// are received and m·L sent; an owner receives L per output.
 //
 // Contracts.
 // - A ReduceTransport owns a duplicate of the communicator it was created
@@ -29,10 +36,17 @@
 //   implicitly zero-padded. Non-source ranks pass an empty span.
 // - Owners: `sink` receives every byte of [0, L) of each owned output exactly
 //   once (see OutputSink); L = 0 calls Begin and Finish only.
+// - Outcome: Run returns OK on a rank only if every rank finished its part
+//   and every output was delivered and Finished (a final agreement), so the
+//   caller may commit (e.g. flip its parity double buffer) on OK.
+// - Memory: pre-faulted message buffers of at most Options::max_buffer_bytes
+//   per rank and Run (chunks shrink to fit, never below 64 KiB), plus, on an
+//   owner, 4 chunks per ring member; all kept for the next Run.
 // - Errors: a Status naming spec.label and the rank. Invalid specs and sink
-//   errors are reported without leaving messages in flight. An MPI error or
-//   a timeout leaves requests in flight: the transport refuses further Runs
-//   and the caller should end the MPI job (MPI_Abort).
+//   errors are reported on every rank without leaving messages in flight. An
+//   MPI error or a timeout leaves requests in flight: the transport refuses
+//   further Runs and the caller should end the MPI job (MPI_Abort); MPICH may
+//   also treat an MPI error as fatal itself.
 #ifndef DLCKPT_REDUCE_TRANSPORT_H_
 #define DLCKPT_REDUCE_TRANSPORT_H_
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -91,6 +92,8 @@ Status OutputSink::Write(int output, uint64_t, const uint8_t*, size_t) {
                              " returned no buffer but does not implement Write");
 }
 
+Status OutputSink::Landed(int, uint64_t, size_t) { return Status::OK(); }
+
 Status OutputSink::Finish(int) { return Status::OK(); }
 
 Result<uint8_t*> BufferSink::Begin(int output, uint64_t length) {
@@ -115,6 +118,39 @@ std::span<const uint8_t> BufferSink::output(int output) const {
   if (output < 0 || static_cast<size_t>(output) >= buffers_.size()) return {};
   const Buffer& b = buffers_[output];
   return {b.data.get(), b.size};
+}
+
+Result<uint8_t*> OrderedSink::Begin(int output, uint64_t length) {
+  if (output < 0) return Status::InvalidArgument("negative output index");
+  if (states_.size() <= static_cast<size_t>(output)) states_.resize(output + 1);
+  states_[output] = State{length, 0, {}};
+  return staging_.Begin(output, length);
+}
+
+Status OrderedSink::Landed(int output, uint64_t offset, size_t len) {
+  State& st = states_[output];
+  if (len == 0) return Status::OK();
+  st.landed[offset] = offset + len;
+  const uint8_t* base = staging_.output(output).data();
+  uint64_t end = st.appended;
+  for (auto it = st.landed.begin(); it != st.landed.end() && it->first == end;
+       it = st.landed.erase(it)) {
+    end = it->second;
+  }
+  if (end == st.appended) return Status::OK();
+  const uint64_t from = st.appended;
+  st.appended = end;
+  return append_(output, base + from, static_cast<size_t>(end - from));
+}
+
+Status OrderedSink::Finish(int output) {
+  const State& st = states_[output];
+  if (st.appended != st.length) {
+    return Status::Corruption("output " + std::to_string(output) + ": " +
+                              std::to_string(st.appended) + " of " + std::to_string(st.length) +
+                              " bytes appended at the end");
+  }
+  return Status::OK();
 }
 
 // --------------------------------------------------------------- the engine
@@ -225,6 +261,14 @@ class ReduceTransport::Impl {
   void ForEachPiece(uint64_t off, size_t len, Fn fn) const;
   void ComputeItem(const Ring& r, const Item& item, uint8_t* buf, ReduceStats* stats);
   void Deliver(OutputSink* sink, int output, uint64_t off, const uint8_t* data, size_t len);
+  // Tells the sink that bytes of a direct output are final.
+  void Landed(OutputSink* sink, int output, uint64_t off, size_t len) {
+    if (failed_[output]) return;
+    if (Status st = sink->Landed(output, off, len); !st.ok()) {
+      failed_[output] = 1;
+      if (sink_error_.ok()) sink_error_ = st.Prefixed(where_ + ": output " + std::to_string(output));
+    }
+  }
 
   MPI_Comm comm_;
   int rank_, size_;
@@ -242,6 +286,7 @@ class ReduceTransport::Impl {
   size_t chunk_ = 0;  // the largest chunk, the same on every rank
   std::vector<Mode> mode_;  // per output (owned ones only meaningful)
   std::vector<uint8_t*> target_;
+  std::vector<uint8_t> failed_;  // per output: the sink reported an error
   Status sink_error_;
   uint64_t length_ = 0, my_len_ = 0;
   std::vector<Extent> extents_;    // non-empty input extents
@@ -342,6 +387,8 @@ Status ReduceTransport::Impl::BuildRings(const ReduceSpec& spec) {
   size_t chunk = RoundUp(std::max<size_t>(options_.chunk_bytes, kPage), kPage);
   const size_t cap = options_.max_buffer_bytes / units / kPage * kPage;
   chunk_ = std::min(chunk, std::max<size_t>(cap, 64 << 10));
+  // A message of m chunks must fit MPI's int count.
+  chunk_ = std::min<size_t>(chunk_, static_cast<size_t>(INT_MAX) / m_ / kPage * kPage);
   return Status::OK();
 }
 
@@ -436,11 +483,13 @@ void ReduceTransport::Impl::Deliver(OutputSink* sink, int output, uint64_t off,
   switch (mode_[output]) {
     case Mode::kDirect:
       std::memcpy(target_[output] + off, data, len);
+      Landed(sink, output, off, len);
       break;
     case Mode::kWrite:
-      if (Status st = sink->Write(output, off, data, len); !st.ok() && sink_error_.ok()) {
-        sink_error_ = st.Prefixed(where_ + ": output " + std::to_string(output));
+      if (Status st = sink->Write(output, off, data, len); !st.ok()) {
+        if (sink_error_.ok()) sink_error_ = st.Prefixed(where_ + ": output " + std::to_string(output));
         mode_[output] = Mode::kDiscard;
+        failed_[output] = 1;
       }
       break;
     case Mode::kDiscard:
@@ -632,6 +681,8 @@ Status ReduceTransport::Impl::Loop(const ReduceSpec& spec, OutputSink* sink, Red
               if (p.c >= 0) {
                 Deliver(sink, msg.output, msg.off, slice, msg.len);
                 r.free_owner.push_back(p.c);
+              } else {
+                Landed(sink, msg.output, msg.off, msg.len);
               }
               --r.owner_outstanding[p.a];
               break;
@@ -732,11 +783,13 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
 
   mode_.assign(m_, Mode::kDiscard);
   target_.assign(m_, nullptr);
+  failed_.assign(m_, 0);
   for (int j : owned_) {
     Result<uint8_t*> buf = sink->Begin(j, stats.length);
     if (!buf.ok()) {
       if (sink_error_.ok())
         sink_error_ = buf.status().Prefixed(where_ + ": output " + std::to_string(j));
+      failed_[j] = 1;
       continue;  // receive and drop, so that no message stays in flight
     }
     target_[j] = *buf;
@@ -757,7 +810,7 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
     if (broken_) return status;  // requests may still be in flight
   }
   for (int j : owned_) {
-    if (mode_[j] == Mode::kDiscard) continue;
+    if (failed_[j]) continue;
     if (Status st = sink->Finish(j); !st.ok() && sink_error_.ok())
       sink_error_ = st.Prefixed(where_ + ": output " + std::to_string(j));
   }

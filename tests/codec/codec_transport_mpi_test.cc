@@ -7,8 +7,8 @@
 // in separate allocations. Scenarios, per epoch: encode and check the parity
 // against the whole-stripe math; lose 1 (XOR) or k (RS) chunks, rebuild on
 // spares (which are also sources, in the ring or folding their parity in) or
-// on a fresh rank (owner only), with the zero-copy and the Write() sink, and
-// byte-compare; lose k + 1 chunks in group
+// on a fresh rank (owner only), with the zero-copy, the Write() and the
+// in-order (OrderedSink) sinks, and byte-compare; lose k + 1 chunks in group
 // 0: a clean error naming the group; mismatched specs: an error on every
 // rank, after which the transport still works; standby ranks must not spin.
 //
@@ -201,9 +201,11 @@ class GroupTest {
     parity_epoch_ = epoch;
   }
 
+  enum class SinkKind { kBuffer, kCounting, kOrdered };
+
   // Loses `lost` chunks and rebuilds `lost` on `targets` (chunk ids = ranks).
   void Rebuild(int epoch, const std::vector<int>& lost, const std::vector<int>& targets,
-               bool counting_sink) {
+               SinkKind kind) {
     std::string label = "group " + std::to_string(g_.id) + " rebuild epoch " + std::to_string(epoch);
     std::vector<int> chunk_ranks(n() + k());
     for (int c = 0; c < n() + k(); ++c) chunk_ranks[c] = c;
@@ -223,14 +225,25 @@ class GroupTest {
     }
     BufferSink buffer_sink;
     CountingSink counting;
-    OutputSink* sink = counting_sink ? static_cast<OutputSink*>(&counting) : &buffer_sink;
+    std::vector<Bytes> appended(lost.size());
+    std::vector<int> appends(lost.size(), 0);
+    OrderedSink ordered([&](int output, const uint8_t* data, size_t len) {
+      appended[output].insert(appended[output].end(), data, data + len);
+      ++appends[output];
+      return Status::OK();
+    });
+    OutputSink* sink = kind == SinkKind::kCounting ? static_cast<OutputSink*>(&counting)
+                       : kind == SinkKind::kOrdered ? static_cast<OutputSink*>(&ordered)
+                                                    : &buffer_sink;
     auto stats = t_->Run(*spec, input.extents, sink);
     CHECK(stats.ok(), "%s", stats.status().ToString().c_str());
     if (!stats.ok()) return;
     for (size_t w = 0; w < lost.size(); ++w) {
       if (targets[w] != chunk_) continue;
-      auto got = counting_sink ? counting.output(static_cast<int>(w))
-                               : buffer_sink.output(static_cast<int>(w));
+      std::span<const uint8_t> got =
+          kind == SinkKind::kCounting  ? counting.output(static_cast<int>(w))
+          : kind == SinkKind::kOrdered ? std::span<const uint8_t>(appended[w])
+                                       : buffer_sink.output(static_cast<int>(w));
       Bytes want;
       if (lost[w] < n()) {
         want = Data(lost[w], epoch);
@@ -241,7 +254,12 @@ class GroupTest {
       CHECK(got.size() == want.size() && std::equal(got.begin(), got.end(), want.begin()),
             "%s: chunk %d rebuilt on rank %d differs (%zu vs %zu bytes)", label.c_str(), lost[w],
             chunk_, got.size(), want.size());
-      if (counting_sink) CHECK(counting.finished_, "%s: Finish not called", label.c_str());
+      if (kind == SinkKind::kCounting) {
+        CHECK(counting.finished_, "%s: Finish not called", label.c_str());
+      }
+      if (kind == SinkKind::kOrdered && stats->length > 4 * stats->chunk_bytes) {
+        CHECK(appends[w] > 1, "%s: ordered sink appended all at once", label.c_str());
+      }
       ++rebuilt_;
     }
   }
@@ -417,22 +435,25 @@ int main(int argc, char** argv) {
       targets.push_back(n + i);
     }
     std::sort(lost.begin(), lost.end());
-    t.Rebuild(epoch, lost, targets, epoch % 2 == 1);
+    const auto kind = [&](int salt) {
+      return static_cast<GroupTest::SinkKind>((epoch + salt) % 3);
+    };
+    t.Rebuild(epoch, lost, targets, kind(0));
     // One data chunk rebuilt on its own (fresh) rank, which only receives;
     // with k >= 2 a spare is lost as well.
     lost = {(epoch + 1) % n};
     targets = {lost[0]};
     if (k >= 2) lost.push_back(n + k - 1), targets.push_back(lost[0]);
-    t.Rebuild(epoch, lost, targets, epoch % 2 == 0);
+    t.Rebuild(epoch, lost, targets, kind(1));
     // One data chunk rebuilt on the first spare, which owns the only output
     // and is a source: it folds its parity in instead of joining the ring.
-    t.Rebuild(epoch, {(epoch + 2) % n}, {n}, epoch % 2 == 0);
+    t.Rebuild(epoch, {(epoch + 2) % n}, {n}, kind(2));
     // Two outputs, one owned by a spare that is a source (its own ring), one
     // by a rank that is not (a ring of all sources): two rings at once.
     if (k >= 2 && n >= 2) {
       std::vector<int> two = {epoch % n, (epoch + 1) % n};
       std::sort(two.begin(), two.end());
-      t.Rebuild(epoch, two, {n, two[1]}, epoch % 2 == 1);
+      t.Rebuild(epoch, two, {n, two[1]}, kind(0));
     }
   }
   if (group.id == 0) t.TooManyLosses();

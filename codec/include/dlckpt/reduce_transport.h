@@ -35,7 +35,8 @@
 //   stay valid and unchanged until Run returns. Inputs shorter than L are
 //   implicitly zero-padded. Non-source ranks pass an empty span.
 // - Owners: `sink` receives every byte of [0, L) of each owned output exactly
-//   once (see OutputSink); L = 0 calls Begin and Finish only.
+//   once, in arbitrary order (see OutputSink; OrderedSink restores order);
+//   L = 0 calls Begin and Finish only.
 // - Outcome: Run returns OK on a rank only if every rank finished its part
 //   and every output was delivered and Finished (a final agreement), so the
 //   caller may commit (e.g. flip its parity double buffer) on OK.
@@ -54,6 +55,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -84,7 +87,12 @@ class OutputSink {
   // exactly once; `data` is valid during the call only. Only called when
   // Begin returned nullptr.
   virtual Status Write(int output, uint64_t offset, const uint8_t* data, size_t len);
+  // When Begin returned a buffer: bytes [offset, offset + len) of it are
+  // final (arbitrary order, each byte once). After an error no further
+  // Landed or Finish call is made for that output.
+  virtual Status Landed(int output, uint64_t offset, size_t len);
   // Every byte of `output` has been delivered (into the buffer or by Write).
+  // Not called for an output whose Begin, Write or Landed failed.
   virtual Status Finish(int output);
 };
 
@@ -103,6 +111,31 @@ class BufferSink final : public OutputSink {
     size_t size = 0;
   };
   std::vector<Buffer> buffers_;
+};
+
+// Hands each output's bytes to `append` in offset order, as soon as a prefix
+// of [0, L) is complete: the bytes land in place in a staging buffer of L
+// bytes per output (pre-faulted, reused across Runs), and every newly
+// contiguous range is appended. Made for memfs::ImageBuilder::Append; the
+// output's zero padding past the image's own length is appended too.
+class OrderedSink final : public OutputSink {
+ public:
+  using AppendFn = std::function<Status(int output, const uint8_t* data, size_t len)>;
+  explicit OrderedSink(AppendFn append) : append_(std::move(append)) {}
+
+  Result<uint8_t*> Begin(int output, uint64_t length) override;
+  Status Landed(int output, uint64_t offset, size_t len) override;
+  Status Finish(int output) override;
+
+ private:
+  struct State {
+    uint64_t length = 0;
+    uint64_t appended = 0;                // bytes [0, appended) handed to append_
+    std::map<uint64_t, uint64_t> landed;  // offset -> end, beyond `appended`
+  };
+  AppendFn append_;
+  BufferSink staging_;
+  std::vector<State> states_;
 };
 
 struct ReduceStats {

@@ -58,7 +58,7 @@ uint64_t Mix64(uint64_t x) {
 
 // Size of the image of data chunk `chunk` of group `group` at `epoch`.
 uint64_t ImageSize(int group, int chunk, int epoch, uint64_t max_size) {
-  if (epoch == 1) return 0;  // an epoch where every store is empty
+  if (epoch == 1 || max_size == 0) return 0;  // an epoch where every store is empty
   uint64_t h = Mix64(static_cast<uint64_t>(group) << 40 ^ static_cast<uint64_t>(chunk) << 20 ^
                      static_cast<uint64_t>(epoch));
   switch ((chunk + epoch) % 5) {

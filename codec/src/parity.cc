@@ -1,0 +1,213 @@
+#include "parity.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "dlckpt/crc32c.h"
+
+namespace dlckpt::codec {
+
+namespace {
+
+constexpr char kMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', 'P', '1'};
+constexpr uint64_t kPage = 4096;
+// Header: magic[8], u32 body length, u32 CRC32C of the body, body.
+constexpr uint64_t kPrefix = 16;
+
+std::string EncodeInfo(const protocol::ParityReport& p, uint64_t length) {
+  protocol::Writer w;
+  w.U64(p.epoch);
+  w.U64(p.generation);
+  w.U32(p.group);
+  w.U32(p.index);
+  w.U32(p.k);
+  w.U32(p.ngroups);
+  w.U8(p.scheme);
+  w.U8(p.complete ? 1 : 0);
+  w.U64(length);
+  w.U32(static_cast<uint32_t>(p.members.size()));
+  for (const auto& m : p.members) {
+    w.Str(m.node);
+    w.U32(static_cast<uint32_t>(m.ranks.size()));
+    for (size_t i = 0; i < m.ranks.size(); ++i) {
+      w.I32(m.ranks[i]);
+      w.U64(m.sizes[i]);
+    }
+  }
+  return w.Take();
+}
+
+Status DecodeInfo(std::string_view body, protocol::ParityReport* p, uint64_t* length) {
+  protocol::Reader r(body, "parity header");
+  uint8_t complete;
+  DLCKPT_RETURN_IF_ERROR(r.U64(&p->epoch));
+  DLCKPT_RETURN_IF_ERROR(r.U64(&p->generation));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&p->group));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&p->index));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&p->k));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&p->ngroups));
+  DLCKPT_RETURN_IF_ERROR(r.U8(&p->scheme));
+  DLCKPT_RETURN_IF_ERROR(r.U8(&complete));
+  p->complete = complete != 0;
+  DLCKPT_RETURN_IF_ERROR(r.U64(length));
+  uint32_t nm;
+  DLCKPT_RETURN_IF_ERROR(r.Count(&nm, 8));
+  p->members.resize(nm);
+  for (auto& m : p->members) {
+    DLCKPT_RETURN_IF_ERROR(r.Str(&m.node));
+    uint32_t nr;
+    DLCKPT_RETURN_IF_ERROR(r.Count(&nr, 12));
+    m.ranks.resize(nr);
+    m.sizes.resize(nr);
+    for (uint32_t i = 0; i < nr; ++i) {
+      DLCKPT_RETURN_IF_ERROR(r.I32(&m.ranks[i]));
+      DLCKPT_RETURN_IF_ERROR(r.U64(&m.sizes[i]));
+    }
+  }
+  return r.End();
+}
+
+uint64_t HeaderBytesFor(size_t body) { return (kPrefix + body + kPage - 1) / kPage * kPage; }
+
+}  // namespace
+
+std::string ParitySlots::SlotName(int slot) const {
+  return "/dlckpt." + job_ + "." + node_ + ".parity" + std::to_string(slot);
+}
+
+Status ParitySlots::Load(int slot, Mapped* m) {
+  m->valid = false;
+  if (!m->shm) {
+    DLCKPT_ASSIGN_OR_RETURN(m->shm, env_->OpenShm(SlotName(slot), true));
+  }
+  const uint8_t* p = m->shm->data();
+  size_t size = m->shm->size();
+  if (size < kPrefix || std::memcmp(p, kMagic, sizeof kMagic) != 0) {
+    return Status::Corruption(SlotName(slot) + ": not a parity object");
+  }
+  uint32_t body_len, crc;
+  std::memcpy(&body_len, p + 8, 4);
+  std::memcpy(&crc, p + 12, 4);
+  if (kPrefix + body_len > size || Crc32c(p + kPrefix, body_len) != crc) {
+    return Status::Corruption(SlotName(slot) + ": parity header checksum mismatch");
+  }
+  uint64_t length = 0;
+  protocol::ParityReport info;
+  DLCKPT_RETURN_IF_ERROR(
+      DecodeInfo(std::string_view(reinterpret_cast<const char*>(p + kPrefix), body_len), &info, &length)
+          .Prefixed(SlotName(slot)));
+  m->header_bytes = HeaderBytesFor(body_len);
+  m->length = length;
+  if (m->header_bytes + length > size) {
+    return Status::Corruption(SlotName(slot) + ": parity length beyond the object");
+  }
+  info.name = SlotName(slot);
+  m->info = info;
+  m->valid = true;
+  return Status::OK();
+}
+
+std::vector<protocol::ParityReport> ParitySlots::Scan(std::vector<std::string>* warn) {
+  std::vector<protocol::ParityReport> out;
+  for (int s = 0; s < 2; ++s) {
+    slots_[s].shm.reset();  // see the objects as they are now
+    Status st = Load(s, &slots_[s]);
+    if (st.ok()) {
+      out.push_back(slots_[s].info);
+    } else if (st.code() != ENOENT && warn) {
+      warn->push_back(st.ToString());
+    }
+  }
+  return out;
+}
+
+Status ParitySlots::WriteHeader(Mapped* m) {
+  std::string body = EncodeInfo(m->info, m->length);
+  if (HeaderBytesFor(body.size()) > m->header_bytes) {
+    return Status::Error(EOVERFLOW, m->info.name + ": parity header does not fit");
+  }
+  uint8_t* p = m->shm->data();
+  uint32_t body_len = static_cast<uint32_t>(body.size());
+  uint32_t crc = Crc32c(body.data(), body.size());
+  // Invalidate, write the body, then the CRC: a torn header never validates.
+  std::memset(p + 12, 0xff, 4);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  std::memcpy(p, kMagic, sizeof kMagic);
+  std::memcpy(p + 8, &body_len, 4);
+  std::memcpy(p + kPrefix, body.data(), body.size());
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  std::memcpy(p + 12, &crc, 4);
+  return Status::OK();
+}
+
+Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64_t length) {
+  // Keep the newest complete parity; write the other slot.
+  for (int s = 0; s < 2; ++s) {
+    slots_[s].shm.reset();
+    (void)Load(s, &slots_[s]);
+  }
+  auto newer = [](const protocol::ParityReport& a, const protocol::ParityReport& b) {
+    return a.epoch != b.epoch ? a.epoch > b.epoch : a.generation > b.generation;
+  };
+  int keep = -1;
+  for (int s = 0; s < 2; ++s) {
+    if (slots_[s].valid && slots_[s].info.complete &&
+        (keep < 0 || newer(slots_[s].info, slots_[keep].info))) {
+      keep = s;
+    }
+  }
+  int target = keep == 0 ? 1 : 0;
+  Mapped& m = slots_[target];
+  protocol::ParityReport want = info;
+  want.complete = false;
+  want.name = SlotName(target);
+  uint64_t header = HeaderBytesFor(EncodeInfo(want, length).size());
+  uint64_t need = header + length;
+  if (!m.shm || m.shm->size() < need || m.shm->size() > 2 * need + (64u << 20)) {
+    m.shm.reset();
+    (void)env_->UnlinkShm(SlotName(target));
+    // Room to grow a little without recreating the slot every epoch.
+    uint64_t room = (length + length / 16 + kPage - 1) / kPage * kPage;
+    DLCKPT_ASSIGN_OR_RETURN(m.shm, env_->CreateShm(SlotName(target), header + std::max(room, kPage), true));
+  }
+  m.info = want;
+  m.header_bytes = header;
+  m.length = length;
+  DLCKPT_RETURN_IF_ERROR(WriteHeader(&m));
+  m.valid = true;
+  prepared_ = target;
+  return m.shm->data() + header;
+}
+
+Status ParitySlots::Complete() {
+  if (prepared_ < 0) return Status::InvalidArgument("parity: Complete without Prepare");
+  Mapped& m = slots_[prepared_];
+  m.info.complete = true;
+  prepared_ = -1;
+  return WriteHeader(&m);
+}
+
+Result<Extent> ParitySlots::Find(uint32_t group, uint32_t index, uint64_t epoch, uint64_t generation) {
+  for (int s = 0; s < 2; ++s) {
+    slots_[s].shm.reset();
+    if (!Load(s, &slots_[s]).ok()) continue;
+    const auto& i = slots_[s].info;
+    if (i.complete && i.group == group && i.index == index && i.epoch == epoch &&
+        i.generation == generation) {
+      return Extent{slots_[s].shm->data() + slots_[s].header_bytes, slots_[s].length};
+    }
+  }
+  return Status::NotFound("node " + node_ + " holds no complete parity " + std::to_string(index) +
+                          " of group " + std::to_string(group) + " for epoch " + std::to_string(epoch));
+}
+
+void ParitySlots::RemoveAll() {
+  for (int s = 0; s < 2; ++s) {
+    slots_[s].shm.reset();
+    slots_[s].valid = false;
+    (void)env_->UnlinkShm(SlotName(s));
+  }
+  prepared_ = -1;
+}
+
+}  // namespace dlckpt::codec

@@ -1,0 +1,71 @@
+// Parity objects on a spare node: two POSIX shared memory slots per node
+// ("/dlckpt.<job>.<node>.parity0" and "...parity1"), double-buffered so a
+// failure while encoding epoch e leaves the newest complete parity whole.
+//
+// A slot is a self-describing header (magic, CRC, then the parity's identity
+// and the group it encodes: epoch, generation, group, index, k, n, ngroups,
+// scheme, length, and every member's node, ranks and image sizes) followed by
+// the parity bytes. Writing a new parity: Prepare() picks the slot that does
+// not hold the newest complete parity, marks it incomplete, returns the data
+// area; Complete() marks it complete. A crash in between leaves an incomplete
+// slot, which survey and rebuild ignore. Slots are pre-faulted and reused
+// while large enough. Not thread-safe; one ParitySlots per codec process.
+#ifndef DLCKPT_CODEC_PARITY_H_
+#define DLCKPT_CODEC_PARITY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dlckpt/env.h"
+#include "dlckpt/extent.h"
+#include "dlckpt/protocol.h"
+#include "dlckpt/status.h"
+
+namespace dlckpt::codec {
+
+class ParitySlots {
+ public:
+  ParitySlots(std::string job, std::string node, Env* env = Env::Default())
+      : job_(std::move(job)), node_(std::move(node)), env_(env) {}
+
+  std::string SlotName(int slot) const;
+
+  // The valid parity objects of this node (complete or not), for a survey.
+  // Damaged headers are skipped (logged through `warn`).
+  std::vector<protocol::ParityReport> Scan(std::vector<std::string>* warn);
+
+  // Starts writing a parity described by `info` (info.complete ignored) of
+  // `length` bytes; returns where its bytes go.
+  Result<uint8_t*> Prepare(const protocol::ParityReport& info, uint64_t length);
+  // Marks the prepared parity complete.
+  Status Complete();
+
+  // The bytes of a complete parity (group, index, epoch, generation) held
+  // here, for a rebuild. The mapping stays valid while this object lives.
+  Result<Extent> Find(uint32_t group, uint32_t index, uint64_t epoch, uint64_t generation);
+
+  // Removes both slots (a node that stopped being a spare, or shutdown).
+  void RemoveAll();
+
+ private:
+  struct Mapped {
+    std::unique_ptr<MappedShm> shm;
+    protocol::ParityReport info;
+    uint64_t header_bytes = 0;
+    uint64_t length = 0;  // parity bytes after the header
+    bool valid = false;
+  };
+  Status Load(int slot, Mapped* m);
+  // Writes m->info and m->length as the slot's header (torn writes never validate).
+  Status WriteHeader(Mapped* m);
+
+  std::string job_, node_;
+  Env* env_;
+  Mapped slots_[2];
+  int prepared_ = -1;
+};
+
+}  // namespace dlckpt::codec
+
+#endif  // DLCKPT_CODEC_PARITY_H_

@@ -389,6 +389,12 @@ static long long restart(Grid* g, const Options* o, int* last_slot) {
               o->ckpt_dir, o->iters);
     return -1;
   }
+  if (chosen < 0 && app_dlckpt_restarted_epoch() > 0) {
+    if (g->rank == 0)
+      fprintf(stderr, APP ": dlckpt restored epoch %lld but no checkpoint in %s is intact on "
+              "every rank\n", app_dlckpt_restarted_epoch(), o->ckpt_dir);
+    return -1;
+  }
   if (chosen < 0) {
     /* A failed read may have left data in the interior. */
     for (long long j = 1; j <= g->ny; j++)

@@ -466,6 +466,7 @@ struct CkptTrailer {
 };
 
 static_assert(std::is_trivially_copyable_v<CkptHeader> && std::is_trivially_copyable_v<CkptTrailer>);
+static_assert(sizeof(CkptHeader) == 96 && sizeof(CkptTrailer) == 24, "file format");
 
 struct RunState {
   long long iteration = 0;
@@ -680,6 +681,12 @@ bool Restart(Domain& dom, Checkpointer& ck, const Options& o, RunState* s, int* 
     if (dom.rank() == 0)
       std::fprintf(stderr, "%s: checkpoint iteration %lld in %s is past --iters %lld\n", kApp,
                    chosen, o.ckpt_dir.c_str(), o.iters);
+    return false;
+  }
+  if (chosen < 0 && app_dlckpt_restarted_epoch() > 0) {
+    if (dom.rank() == 0)
+      std::fprintf(stderr, "%s: dlckpt restored epoch %lld but no checkpoint in %s is intact on "
+                   "every rank\n", kApp, app_dlckpt_restarted_epoch(), o.ckpt_dir.c_str());
     return false;
   }
   if (chosen < 0) {

@@ -603,7 +603,7 @@ contains
         if (ios == 0) read(u, iostat=ios, iomsg=iomsg) srcm
         if (ios == 0) read(u, iostat=ios, iomsg=iomsg) trailer
         if (ios /= 0) then
-          msg = path // ' is damaged: ' // trim(iomsg)
+          msg = path // ' is damaged (truncated or corrupt): ' // trim(iomsg)
         else if (trailer(2) /= h(11)) then
           msg = path // ' is damaged: trailer iteration differs from the header'
         else if (trailer(1) /= payload_hash()) then
@@ -658,6 +658,12 @@ contains
           ' in ' // trim(ckpt_dir) // ' is past --iters ' // itoa(iters)
       return
     end if
+    epoch = app_dlckpt_restarted_epoch()
+    if (chosen < 0 .and. epoch > 0) then
+      if (rank == 0) write(error_unit, '(a)') app // ': dlckpt restored epoch ' // itoa(epoch) // &
+          ' but no checkpoint in ' // trim(ckpt_dir) // ' is intact on every rank'
+      return
+    end if
     if (chosen < 0) then
       flux = 0
       fluxm = 0
@@ -682,7 +688,6 @@ contains
     end if
     last_slot = s
     call say('restarted from iteration ' // itoa(chosen) // ' (' // trim(ckpt_dir) // ')')
-    epoch = app_dlckpt_restarted_epoch()
     if (epoch > 0) call say('dlckpt: restarted epoch ' // itoa(epoch))
     restart = chosen
   end function
@@ -786,15 +791,18 @@ program sweep3d_mini
       write(buf, '(es12.6)') change
       call say('iter ' // itoa(iter) // ' max flux change ' // trim(adjustl(buf)))
     end if
-    if (checkpointing .and. mod(iter, ckpt_every) == 0) then
-      c0 = app_now()
-      slot = merge(0, 1 - last_slot, slots == 1)
-      call ckpt_write(slot, iter, durable)
-      call checkpoint_commit(cart, app)
-      last_slot = slot
-      write(buf, '(f12.3)') app_now() - c0
-      call say('checkpoint: iteration ' // itoa(iter) // ' complete (slot ' // i2a(slot) // ', ' // &
-          trim(adjustl(buf)) // ' s)')
+    ! Nested: Fortran's .and. need not short-circuit, and mod(iter, 0) traps.
+    if (checkpointing) then
+      if (mod(iter, ckpt_every) == 0) then
+        c0 = app_now()
+        slot = merge(0, 1 - last_slot, slots == 1)
+        call ckpt_write(slot, iter, durable)
+        call checkpoint_commit(cart, app)
+        last_slot = slot
+        write(buf, '(f12.3)') app_now() - c0
+        call say('checkpoint: iteration ' // itoa(iter) // ' complete (slot ' // i2a(slot) // ', ' // &
+            trim(adjustl(buf)) // ' s)')
+      end if
     end if
   end do
   elapsed = app_now() - t0

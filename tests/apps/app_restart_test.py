@@ -17,10 +17,12 @@ Scenarios (one per CTest test):
             with the failure-free checksum.
   mismatch  checkpoints written by another process count or size are
             refused with a clear error and a non-zero exit.
-  hooks     with a probe library preloaded that defines the dlckpt API, the
-            app calls dlckpt_init, dlckpt_checkpoint once per checkpoint and
-            dlckpt_finalize; a failing dlckpt_checkpoint ends the job with
-            the probe's message.
+  hooks     with a probe that defines the dlckpt API, preloaded or linked as
+            a static archive, the app calls dlckpt_init, dlckpt_checkpoint
+            once per checkpoint and dlckpt_finalize; it reports the epoch
+            dlckpt restored, refuses a restored epoch without intact files,
+            and a failing dlckpt_checkpoint ends the job with the probe's
+            message.
 
 Every mpiexec runs in its own session; on any exit (including SIGTERM from
 `timeout`) the script kills the process groups it started. The temporary
@@ -75,17 +77,18 @@ class Runner:
         self.workdir = workdir
         self.count = 0
 
-    def command(self, ranks, args):
-        return ["mpiexec", "-n", str(ranks), self.opts.bin] + list(args)
-
-    def start(self, ranks, args, env=None):
+    def start(self, ranks, args, env=None, binary=None):
         """Starts mpiexec in a new session; stdout is a pipe, stderr a file."""
         self.count += 1
         err_path = os.path.join(self.workdir, f"stderr.{self.count}")
         err = open(err_path, "w+")
-        cmd = self.command(ranks, args)
+        cmd = ["mpiexec", "-n", str(ranks), binary or self.opts.bin] + list(args)
         print("+ " + " ".join(cmd), flush=True)
         full_env = dict(os.environ)
+        # Single-host runs: UCX's shared-memory transports only. With every
+        # transport, UCX's MPI_Init scans all network devices and fails with
+        # ENODEV when another job (e.g. virtual hosts) removes one meanwhile.
+        full_env.setdefault("UCX_TLS", "self,sm")
         if env:
             full_env.update(env)
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
@@ -107,18 +110,24 @@ class Runner:
         err.close()
         return proc.returncode, out, errtext
 
-    def run(self, ranks, args, timeout=None, env=None):
-        """Runs to completion; returns (returncode, stdout, stderr, seconds)."""
-        t0 = time.monotonic()
-        proc, err = self.start(ranks, args, env)
-        rc, out, errtext = self.finish(proc, err, timeout or self.opts.run_timeout)
-        dt = time.monotonic() - t0
-        for line in out.splitlines():
-            print("  | " + line)
-        for line in errtext.splitlines():
-            print("  ! " + line)
-        print(f"  -> exit {rc} in {dt:.2f} s", flush=True)
-        return rc, out, errtext, dt
+    def run(self, ranks, args, timeout=None, env=None, binary=None):
+        """Runs to completion; returns (returncode, stdout, stderr, seconds).
+        A launch that fails inside MPI_Init before the app printed anything
+        (an environment fault, not the app's) is retried once."""
+        for attempt in (1, 2):
+            t0 = time.monotonic()
+            proc, err = self.start(ranks, args, env, binary)
+            rc, out, errtext = self.finish(proc, err, timeout or self.opts.run_timeout)
+            dt = time.monotonic() - t0
+            for line in out.splitlines():
+                print("  | " + line)
+            for line in errtext.splitlines():
+                print("  ! " + line)
+            print(f"  -> exit {rc} in {dt:.2f} s", flush=True)
+            init_failed = rc != 0 and not out.strip() and re.search(r"MPI_Init\(.*failed", errtext)
+            if not init_failed or attempt == 2:
+                return rc, out, errtext, dt
+            print("  MPI_Init failed before the app started; retrying once", flush=True)
 
 
 def last_checksum(out):
@@ -245,11 +254,23 @@ def interrupt(runner, opts, directory, rng, how):
     more checkpoint. Returns the newest iteration known complete."""
     args = ckpt_args(opts, directory, ["--sleep-ms", str(opts.sleep_ms)])
     proc, err = runner.start(opts.ranks, args)
+    first = proc.stdout.readline()
+    if not first:  # retry once a launch that failed inside MPI_Init (see Runner.run)
+        proc.wait()
+        LIVE_GROUPS.discard(proc.pid)
+        err.seek(0)
+        errtext = err.read()
+        err.close()
+        check(re.search(r"MPI_Init\(.*failed", errtext), f"the run printed nothing: {errtext}")
+        print("  MPI_Init failed before the app started; retrying once", flush=True)
+        proc, err = runner.start(opts.ranks, args)
+        first = proc.stdout.readline()
     wanted = rng.randint(1, 2)  # checkpoints to see before killing
     seen, newest, lines = 0, None, []
     deadline = time.monotonic() + opts.run_timeout
+    pending = [first]
     while True:
-        line = proc.stdout.readline()
+        line = pending.pop() if pending else proc.stdout.readline()
         if not line:
             break
         line = line.rstrip("\n")
@@ -372,15 +393,7 @@ def scenario_mismatch(runner, opts, tmp):
     print("checkpoints of another configuration refused with a clear error")
 
 
-def scenario_hooks(runner, opts, tmp):
-    check(opts.probe, "--probe is required")
-    d = os.path.join(tmp, "run")
-    log = os.path.join(tmp, "probe.log")
-    env = {"LD_PRELOAD": opts.probe, "DLCKPT_PROBE_LOG": log}
-    rc, out, err, _ = runner.run(opts.ranks, ckpt_args(opts, d), env=env)
-    check(rc == 0, f"run with the probe exited with {rc}")
-    check("dlckpt linked" in out, "the app did not notice the preloaded dlckpt API")
-    check("1 slot(s) per rank" in out, "with dlckpt linked the app should keep one slot")
+def check_probe_calls(opts, log):
     with open(log) as fh:
         calls = fh.read().split()
     per_rank = {}
@@ -392,8 +405,47 @@ def scenario_hooks(runner, opts, tmp):
         seq = per_rank.get(rank, [])
         want = ["init"] + ["checkpoint"] * n_ckpt + ["finalize"]
         check(seq == want, f"rank {rank} called {seq}, expected {want}")
-    print(f"every rank called init, checkpoint x{n_ckpt}, finalize")
     os.unlink(log)
+    print(f"every rank called init, checkpoint x{n_ckpt}, finalize")
+
+
+def scenario_hooks(runner, opts, tmp):
+    check(opts.probe and opts.probe_bin, "--probe and --probe-bin are required")
+    log = os.path.join(tmp, "probe.log")
+
+    # 1. The plain app with the probe preloaded, as with a shared libdlckpt.
+    d = os.path.join(tmp, "run")
+    env = {"LD_PRELOAD": opts.probe, "DLCKPT_PROBE_LOG": log}
+    rc, out, err, _ = runner.run(opts.ranks, ckpt_args(opts, d), env=env)
+    check(rc == 0, f"run with the probe exited with {rc}")
+    check("dlckpt linked" in out, "the app did not notice the preloaded dlckpt API")
+    check("1 slot(s) per rank" in out, "with dlckpt linked the app should keep one slot")
+    ref = last_checksum(out)
+    check_probe_calls(opts, log)
+
+    # 2. The variant linked with the probe as a static archive.
+    d2 = os.path.join(tmp, "static")
+    rc, out, err, _ = runner.run(opts.ranks, ckpt_args(opts, d2), env={"DLCKPT_PROBE_LOG": log},
+                                 binary=opts.probe_bin)
+    check(rc == 0, f"statically linked probe variant exited with {rc}")
+    check("dlckpt linked" in out, "the static variant did not find the dlckpt API")
+    check(last_checksum(out) == ref, "the static variant computed another checksum")
+    check_probe_calls(opts, log)
+
+    # 3. dlckpt says it restored an epoch: the app resumes and reports it...
+    env["DLCKPT_PROBE_EPOCH"] = "7"
+    rc, out, err, _ = runner.run(opts.ranks, ckpt_args(opts, d), env=env)
+    check(rc == 0, f"restart with a restored epoch exited with {rc}")
+    check(restarted_from(out) == opts.iters, "did not restart from the last checkpoint")
+    check("dlckpt: restarted epoch 7" in out, "the restored epoch was not reported")
+    check(last_checksum(out) == ref, "restart with the probe changed the checksum")
+    # ...but a restored epoch without intact checkpoint files is an error.
+    rc, out, err, _ = runner.run(opts.ranks, ckpt_args(opts, os.path.join(tmp, "empty")), env=env)
+    check(rc != 0, "a restored epoch without checkpoint files did not fail")
+    check("dlckpt restored epoch 7 but no checkpoint" in err, "no clear message for a lost epoch")
+    del env["DLCKPT_PROBE_EPOCH"]
+
+    # 4. A failing dlckpt_checkpoint ends the job with dlckpt's message.
     env["DLCKPT_PROBE_FAIL_AT"] = "2"
     rc, out, err, _ = runner.run(opts.ranks, ckpt_args(opts, os.path.join(tmp, "fail")), env=env)
     check(rc != 0, "a failing dlckpt_checkpoint did not end the job")
@@ -421,7 +473,8 @@ def main():
     p.add_argument("--same-as", action="append", default=[],
                    help="'RANKS:ARGS' of another decomposition of the same global problem")
     p.add_argument("--other-size", default="", help="size arguments that differ (mismatch)")
-    p.add_argument("--probe", help="the dlckpt API probe library (hooks)")
+    p.add_argument("--probe", help="the dlckpt API probe library, to preload (hooks)")
+    p.add_argument("--probe-bin", help="the app linked with the static probe (hooks)")
     p.add_argument("--run-timeout", type=float, default=60.0)
     p.add_argument("app_args", nargs=argparse.REMAINDER, help="-- then size arguments")
     opts = p.parse_args()

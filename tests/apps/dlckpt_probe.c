@@ -6,7 +6,8 @@
  * O_APPEND, so lines of different ranks do not mix). The rank comes from
  * Hydra's PMI_RANK, so the probe needs no MPI library of its own. With
  * DLCKPT_PROBE_FAIL_AT=N the N-th dlckpt_checkpoint call of each rank fails
- * with EIO and the message "probe: refusing checkpoint N". Not the real
+ * with EIO and the message "probe: refusing checkpoint N", and
+ * dlckpt_restarted_epoch() returns $DLCKPT_PROBE_EPOCH (default 0). Not the real
  * service: nothing is stored or encoded. */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,7 +53,11 @@ int dlckpt_checkpoint(void) {
 
 int dlckpt_encode(void) { return dlckpt_checkpoint(); }
 
-long long dlckpt_restarted_epoch(void) { return 0; }
+/* $DLCKPT_PROBE_EPOCH, as if dlckpt had restored that epoch. */
+long long dlckpt_restarted_epoch(void) {
+  const char* epoch = getenv("DLCKPT_PROBE_EPOCH");
+  return epoch != NULL ? atoll(epoch) : 0;
+}
 
 int dlckpt_finalize(void) {
   probe_log("finalize");

@@ -219,7 +219,7 @@ int app_mkdir_p(const char* path) {
   return 0;
 }
 
-int app_fsync_path(const char* path) {
+static int fsync_one(const char* path) {
   int fd;
   do {
     fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -230,6 +230,21 @@ int app_fsync_path(const char* path) {
   close(fd);
   errno = saved;
   return rc;
+}
+
+int app_make_durable(const char* path) {
+  if (fsync_one(path) != 0) return -1;
+  char dir[4096];
+  const char* slash = strrchr(path, '/');
+  if (slash == NULL) return fsync_one(".");
+  size_t n = slash == path ? 1 : (size_t)(slash - path);
+  if (n >= sizeof dir) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(dir, path, n);
+  dir[n] = '\0';
+  return fsync_one(dir);
 }
 
 int app_open_status(const char* path) {

@@ -11,7 +11,7 @@ module app_common
   public :: app_dlckpt_linked, app_dlckpt_restarted_epoch, app_dlckpt_finalize
   public :: app_default_slots, app_now, app_sleep_ms, app_hash_bytes, app_checksum_block
   public :: dlckpt_init, dlckpt_last_error, checkpoint_commit, agree_restart
-  public :: checksum_combine, hex16, mkdir_p, fsync_path, open_status, errno_text, c_string
+  public :: checksum_combine, hex16, mkdir_p, make_durable, open_status, errno_text, c_string
   public :: waitall, barrier, max_double, sum_double, any_rank
 
   interface
@@ -86,7 +86,7 @@ module app_common
       import :: c_int, c_char
       character(kind=c_char), intent(in) :: path(*)
     end function
-    integer(c_int) function app_fsync_path(path) bind(C)
+    integer(c_int) function app_make_durable(path) bind(C)
       import :: c_int, c_char
       character(kind=c_char), intent(in) :: path(*)
     end function
@@ -190,13 +190,14 @@ contains
     end if
   end function
 
-  ! fsync of a closed file; returns '' or an error message naming the path.
-  function fsync_path(path) result(err)
+  ! fsync of a closed file and its directory; returns '' or an error message
+  ! naming the path.
+  function make_durable(path) result(err)
     character(len=*), intent(in) :: path
     character(len=:), allocatable :: err
     integer(c_int) :: e
     err = ''
-    if (app_fsync_path(c_string(path)) /= 0) then
+    if (app_make_durable(c_string(path)) /= 0) then
       e = errno()
       err = 'cannot fsync ' // trim(path) // ': ' // f_string(strerror(e))
     end if

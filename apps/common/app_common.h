@@ -79,7 +79,9 @@ void app_format_hex(uint64_t value, char* out);
  * as /dlckpt) is never created: it must be a mount or exist already.
  * 0, or -1 with errno. */
 int app_mkdir_p(const char* path);
-int app_fsync_path(const char* path);     /* fsync a file or directory: 0 or -1/errno */
+/* fsync a closed file and the directory that holds it (so a new file's name
+ * is durable too): 0, or -1 with errno. */
+int app_make_durable(const char* path);
 /* 0 if path opens for reading, else the errno of open() (ENOENT: missing).
  * Uses open() rather than stat() or access(): the one call every I/O
  * interposer of /dlckpt paths must handle. */

@@ -291,7 +291,7 @@ static void ckpt_write(const Grid* g, const Options* o, int slot, long long iter
     ok = 0;
     saved = errno;
   }
-  if (ok && durable && app_fsync_path(path) != 0) {
+  if (ok && durable && app_make_durable(path) != 0) {
     ok = 0;
     saved = errno;
   }

@@ -517,7 +517,7 @@ class Checkpointer {
       ok = ok && !out.fail();
     }
     int saved = errno;
-    if (ok && durable && app_fsync_path(path.c_str()) != 0) {
+    if (ok && durable && app_make_durable(path.c_str()) != 0) {
       ok = false;
       saved = errno;
     }

@@ -538,7 +538,7 @@ contains
       call MPI_Abort(MPI_COMM_WORLD, 2)
     end if
     if (durable) then
-      err = fsync_path(path)
+      err = make_durable(path)
       if (len(err) > 0) then
         call complain(err)
         call MPI_Abort(MPI_COMM_WORLD, 2)

@@ -229,8 +229,10 @@ contains
       parse_options = -1
       return
     end if
-    if (int(it, int64) * jt * kt > 2_int64**28) then
-      if (rank == 0) write(error_unit, '(a)') app // ': --nx * --ny * --nz must not exceed 2^28 cells'
+    ! Keeps every record below 2 GiB (3 moments x 8 bytes x 2^26 cells = 1.5 GiB), so
+    ! no record is split into subrecords and the file size is as computed.
+    if (int(it, int64) * jt * kt > 2_int64**26) then
+      if (rank == 0) write(error_unit, '(a)') app // ': --nx * --ny * --nz must not exceed 2^26 cells'
       parse_options = -1
       return
     end if

@@ -1,0 +1,110 @@
+// dlckpt/intercept.h — libintercept: an application's ordinary file I/O under
+// /dlckpt (or the colon-separated prefixes in $DLCKPT_PREFIX) goes to this
+// process's memfs store; every other path goes to the OS untouched.
+//
+// How calls get here: statically linked wrappers (link with the CMake
+// function dlckpt_intercept(target), or with the flags file
+// build/lib/dlckpt-intercept.flags) or LD_PRELOAD=libdlckpt_preload.so. See
+// libintercept/README.md for the list of intercepted calls and what each mode
+// cannot catch.
+//
+// The store. One per process, attached as owner on first use: the name is
+// $DLCKPT_STORE if set, else memfs::StoreName(job, node, rank) with job =
+// $DLCKPT_JOB or "local", node = $DLCKPT_NODE or the host name (characters
+// outside [A-Za-z0-9._-] become '-'), rank = $DLCKPT_RANK, $PMI_RANK,
+// $PMIX_RANK, $SLURM_PROCID, else 0. An existing store is attached (a
+// relaunched rank finds its restored checkpoint); otherwise it is created
+// with $DLCKPT_STORE_CAPACITY (default 256M) and $DLCKPT_BLOCK_SIZE (default
+// 64K) and the identity job/node/rank. Operations that only read (stat, open
+// without O_CREAT, opendir) never create a store. Configure() overrides the
+// environment before first use. At exit the store is detached cleanly after
+// every stdio stream (and, in both modes, libgfortran's units) has been
+// flushed, so its working files remain for the next owner.
+//
+// Descriptors. A memfs file's descriptor is a reserved real descriptor (an
+// O_PATH placeholder), so numbers never collide with the OS's and an I/O call
+// that escapes interception fails with EBADF instead of touching a disk file.
+// dup/dup2/dup3/fcntl(F_DUPFD*) share one memfs open file (one offset);
+// close-on-exec is honoured; after exec the descriptor is a dead
+// placeholder. In a child made by fork() (without exec) memfs is cut off: the
+// inherited memfs descriptors fail with EBADF and new prefix paths with
+// EBUSY while the parent owns the store, so the child can never corrupt it.
+//
+// Thread safety: every function here and every intercepted call is
+// thread-safe. Functions returning Status never throw.
+#ifndef DLCKPT_INTERCEPT_H_
+#define DLCKPT_INTERCEPT_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlckpt/memfs.h"
+#include "dlckpt/status.h"
+
+// The original design's switch (thesis §4.5.2): while non-zero, every
+// path-based call (open, fopen, stat, unlink, mkdir, ...) goes to memfs
+// whatever the path (relative paths are made absolute against the working
+// directory; /proc, /sys and /dev excepted). Descriptors keep the storage
+// they were opened on. Default 0.
+extern "C" int dlckpt_enabled;
+
+namespace dlckpt::intercept {
+
+// Explicit settings; empty / zero / negative fields fall back to the
+// environment as described above.
+struct StoreConfig {
+  std::string store_name;  // a full name ("/dlckpt.job.node.r0"): overrides job/node/rank
+  std::string job;
+  std::string node;
+  int rank = -1;
+  uint64_t capacity = 0;    // bytes; used only when the store is created
+  uint32_t block_size = 0;  // bytes; used only when the store is created
+};
+
+// Sets the configuration for the store this process attaches next. If a store
+// is already attached under a different name: EBUSY (DetachStore first). The
+// same name as the attached store: OK, nothing changes.
+Status Configure(const StoreConfig& config);
+
+// The name the process store has (or will have) under the current settings.
+Result<std::string> ProcessStoreName();
+
+// The process store, attached or created on first call. The pointer stays
+// valid until DetachStore() or process exit. Use it for Commit, Acknowledge,
+// GetImage, ...: it is the same Store object the intercepted calls use.
+Result<memfs::Store*> ProcessStore();
+
+// Store::Rollback / Store::Restore(epoch) on the process store, atomically
+// with invalidating every memfs descriptor and stream opened before (their
+// handles were closed by memfs): afterwards they fail with EBADF and close()
+// on them succeeds. Prefer these to calling Rollback/Restore directly.
+Status RollbackStore();
+Status RestoreStore(uint64_t epoch);
+
+// For a Rollback/Restore done directly on ProcessStore(): marks every memfs
+// descriptor opened before as stale (EBADF). Racy against other threads doing
+// I/O at the same moment; RollbackStore/RestoreStore are not.
+void InvalidateDescriptors();
+
+// Flushes every stdio stream (fflush(NULL)), so buffered checkpoint data
+// written with fprintf/fwrite reaches memfs. Call before Commit. (C++
+// ofstream and Fortran units buffer on their own: flush or close them.)
+Status FlushStreams();
+
+// Flushes streams, invalidates every memfs descriptor and destroys the Store
+// object (an owner keeps its working files). The next memfs access attaches
+// again, with the configuration at that time.
+Status DetachStore();
+
+// True if `path` (absolute, or relative to the working directory) is served by
+// memfs under the current prefixes and dlckpt_enabled.
+bool RoutesToMemfs(std::string_view path);
+
+// The prefixes in force ($DLCKPT_PREFIX, default "/dlckpt"), normalised.
+std::vector<std::string> Prefixes();
+
+}  // namespace dlckpt::intercept
+
+#endif  // DLCKPT_INTERCEPT_H_

@@ -1,0 +1,135 @@
+// core.h — libintercept's internal C++ interface, shared by the descriptor,
+// path, stdio and directory code. Not installed; the public interface is
+// dlckpt/intercept.h, the entry points see core_c.h.
+//
+// Locking. One process-wide reader/writer lock guards the store pointer:
+// every memfs operation holds it shared (StoreRef) for its whole duration;
+// attaching, detaching, resets and fork take it exclusively. The descriptor
+// table has its own mutex, taken inside (store lock -> table lock -> the
+// Store's own mutex). shared_ptr<OpenFile> copies are only ever dropped while
+// a StoreRef is held, because ~OpenFile closes the memfs handle.
+//
+// Re-entrancy. Code running inside dlckpt (memfs touching /dev/shm, our own
+// bookkeeping) runs inside an InternalScope; the C entry points pass such
+// calls straight to the OS.
+#ifndef DLCKPT_LIBINTERCEPT_CORE_H_
+#define DLCKPT_LIBINTERCEPT_CORE_H_
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+
+#include "dlckpt/memfs.h"
+#include "dlckpt/status.h"
+#include "fd_table.h"
+#include "paths.h"
+
+namespace dlckpt::intercept::internal {
+
+// ---- re-entrancy --------------------------------------------------------------
+
+bool InInternal() noexcept;
+class InternalScope final {
+ public:
+  InternalScope() noexcept;
+  ~InternalScope();
+  InternalScope(const InternalScope&) = delete;
+  InternalScope& operator=(const InternalScope&) = delete;
+};
+
+// ---- open files -----------------------------------------------------------------
+
+struct OpenFile final {
+  enum class Kind { kFile, kDir, kPath };
+  OpenFile(Kind k, int memfs, uint64_t gen, std::string p, int flags)
+      : kind(k), memfs_fd(memfs), generation(gen), path(std::move(p)), status_flags(flags) {}
+  ~OpenFile();  // closes the memfs handle if it is still live (store lock held)
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+
+  const Kind kind;
+  const int memfs_fd;          // memfs handle (kFile), else -1
+  const uint64_t generation;   // store generation at open; stale when it differs
+  const std::string path;      // normalised memfs path at open
+  std::atomic<int> status_flags;  // what F_GETFL reports
+  bool native_append = false;  // memfs handle opened with O_APPEND
+  std::mutex append_mu;        // serialises emulated O_APPEND (seek + write)
+};
+
+// ---- the process -------------------------------------------------------------------
+
+struct Process;
+Process& P();
+
+// A held shared lock on the process store (and the store, if attached).
+class StoreRef final {
+ public:
+  StoreRef() = default;
+  // Locks shared; with `attach`, attaches the store (creating it if `create`)
+  // when none is attached. Returns 0 or an errno value (ENOENT: no store
+  // exists and create is false; the lock is then still held).
+  int Acquire(bool attach, bool create);
+  memfs::Store* store() const { return store_; }
+  uint64_t generation() const { return generation_; }
+  bool Live(const OpenFile& f) const { return store_ != nullptr && f.generation == generation_; }
+
+ private:
+  std::shared_lock<std::shared_mutex> lock_;
+  memfs::Store* store_ = nullptr;
+  uint64_t generation_ = 0;
+};
+
+FdTable<OpenFile>& Fds();
+const PrefixSet& Prefixes();
+bool Disabled() noexcept;
+
+// Routing. kOs: leave the call to the OS untouched. kMemfs: `out` holds the
+// normalised memfs path. kError: routed to memfs but invalid; `err` holds
+// the errno (e.g. EBADF for a stale directory descriptor).
+enum class Route { kOs, kMemfs, kError };
+Route Resolve(int dirfd, const char* path, std::string* out, int* err);
+
+// What a memfs path is.
+struct Entry {
+  enum class Type { kNone, kFile, kDir } type = Type::kNone;
+  memfs::FileInfo info;  // for kFile, and kDir (synthesised when implied)
+};
+// Looks `path` up (store may be null: only prefixes and ancestors exist).
+// Returns 0 or errno (never ENOENT: that is Type::kNone).
+int Lookup(memfs::Store* store, const std::string& path, Entry* out);
+
+// Opens memfs `path`; returns the descriptor or -1 with errno.
+int OpenPath(const std::string& path, int flags, mode_t mode);
+
+// Descriptor operations used by stdio and directories (memfs descriptors
+// only: anything else is EBADF). -1 with errno on error.
+ssize_t FdRead(int fd, void* buf, size_t len);
+ssize_t FdWrite(int fd, const void* buf, size_t len);
+off_t FdSeek(int fd, off_t offset, int whence);
+int FdClose(int fd);
+// The open file behind a live memfs descriptor, or nullptr (errno EBADF).
+// Only for reading immutable fields; the caller holds `ref`.
+std::shared_ptr<OpenFile> FdFile(int fd, StoreRef* ref);
+// Adds O_APPEND (emulated) to a descriptor, as fdopen("a") does.
+int FdSetAppend(int fd);
+
+void FillStat(const memfs::FileInfo& info, struct stat* st);
+// The inode number reported for a directory that memfs only implies.
+uint64_t SynthIno(std::string_view path);
+
+// Sets errno from a Status and returns -1.
+int Fail(const Status& s);
+int FailErrno(int err);
+
+// Streams (stdio.cc).
+int StreamFlushAll();
+
+}  // namespace dlckpt::intercept::internal
+
+#endif  // DLCKPT_LIBINTERCEPT_CORE_H_

@@ -123,6 +123,7 @@ class Service {
   ParitySlots parity_;
   uint64_t last_encoded_ = 0;
   int encodes_ = 0;
+  std::string protection_;  // "" when the configured protection holds
 
   // Rank 0.
   struct Client {
@@ -263,11 +264,38 @@ Status Service::Hello(const protocol::Hello& h) {
     }
     infos.push_back(ni);
   }
+  // The configured layout; after recoveries have used up spare nodes, the
+  // best protection still possible (fewer parities, then larger groups), or
+  // none at all. A later failure beyond it is reported as unrecoverable.
   GroupOptions go;
-  go.group_size = cfg_.group_size > 0 ? cfg_.group_size : static_cast<int>(by_node.size());
+  const int data_nodes = static_cast<int>(by_node.size());
+  go.group_size = cfg_.group_size > 0 ? cfg_.group_size : data_nodes;
   go.spares_per_group = cfg_.spares_per_group;
-  DLCKPT_ASSIGN_OR_RETURN(layout_, FormGroups(infos, go));
-  DLCKPT_ASSIGN_OR_RETURN(role_, FindRole(layout_, rank_));
+  auto formed = FormGroups(infos, go);
+  protection_.clear();
+  for (int k = cfg_.spares_per_group; !formed.ok() && k >= 1; --k) {
+    for (int g = go.group_size; !formed.ok() && g <= data_nodes; ++g) {
+      GroupOptions alt{g, k};
+      auto f = FormGroups(infos, alt);
+      if (f.ok()) {
+        formed = std::move(f);
+        protection_ = "degraded: " + std::to_string(k) + " parity per group of at most " +
+                      std::to_string(g) + " data nodes (spare nodes used up by recoveries)";
+      }
+    }
+  }
+  if (!formed.ok()) {
+    protection_ = "unprotected: no spare node left; checkpoints are committed without parity";
+    layout_ = GroupLayout{};
+    role_ = Role{};
+  } else {
+    layout_ = std::move(*formed);
+    DLCKPT_ASSIGN_OR_RETURN(role_, FindRole(layout_, rank_));
+  }
+  if (rank_ == 0 && !protection_.empty()) {
+    Log(protection_);
+    events::Emit("codec", "protection " + protection_);
+  }
   for (const auto& ni : infos) {
     if (ni.codec_rank == rank_) my_app_ranks_.assign(ni.app_ranks.begin(), ni.app_ranks.end());
   }
@@ -748,6 +776,7 @@ std::string Service::StatusText() const {
   os << "job " << cfg_.job << " generation " << cfg_.generation << "; " << size_ << " codec process(es)";
   os << "; encodes " << encodes_ << ", last encoded epoch " << last_encoded_;
   if (have_layout_) os << "; " << DescribeLayout(layout_);
+  if (!protection_.empty()) os << "; " << protection_;
   return os.str();
 }
 

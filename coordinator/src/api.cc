@@ -237,8 +237,11 @@ Status EncodeAtService(uint64_t epoch) {
 Status Checkpoint() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint: call dlckpt_init first");
+  DLCKPT_RETURN_IF_ERROR(intercept::FlushStreams());
   memfs::EpochState ep = st.store->epochs();
-  DLCKPT_ASSIGN_OR_RETURN(uint64_t epoch, AllreduceMax(std::max(ep.acknowledged, ep.pending) + 1));
+  // Epoch numbers are never reused, even after an interrupted encode: take
+  // the largest "next" of all stores.
+  DLCKPT_ASSIGN_OR_RETURN(uint64_t epoch, AllreduceMax(std::max(ep.next, std::max(ep.acknowledged, ep.pending) + 1)));
   if (st.rank == 0) events::Emit("app", "ckpt-begin " + std::to_string(epoch));
   Status committed = st.store->Commit(epoch).status();
   Status all = Agree(committed, "dlckpt_checkpoint: commit");
@@ -251,7 +254,6 @@ Status Checkpoint() {
   } else if (committed.ok()) {
     (void)st.store->AbortPending();
   }
-  intercept::NoteCommitted();
   if (st.rank == 0) {
     events::Emit("app", "ckpt-end " + std::to_string(epoch) + " " + std::to_string(all.code()));
   }

@@ -133,6 +133,10 @@ bool Reap(pid_t pid, int* status) {
     if (status) *status = st;
     return true;
   }
+  if (r < 0 && errno == ECHILD) {  // already reaped: gone
+    if (status) *status = 0;
+    return true;
+  }
   return false;
 }
 

@@ -246,6 +246,9 @@ void Supervisor::HandleEvent(const events::Event& e) {
     app_initialised_ = true;
     app_init_time_ = static_cast<double>(e.ns) / 1e9;
   }
+  if (e.source == "codec" && e.name == "protection") {
+    Log("warning: codec protection " + Join(e.args, " "));
+  }
   if (e.source == "app" && e.name == "ckpt-end" && e.args.size() >= 2 && e.args[1] == "0") {
     ++checkpoints_;
     last_epoch_ = epoch;
@@ -529,7 +532,13 @@ int Supervisor::Run() {
         auto r = codec_->Call(protocol::MsgType::kShutdown, "", 30000);
         if (!r.ok()) Log("codec shutdown: " + r.status().ToString());
       }
-      if (codec_pid_ > 0 && !WaitExit(codec_pid_, 30, nullptr)) Log("codec did not exit; killing it");
+      if (codec_pid_ > 0) {
+        if (WaitExit(codec_pid_, 30, nullptr)) {
+          codec_pid_ = -1;
+        } else {
+          Log("codec did not exit; killing it");
+        }
+      }
       TearDownJobs();
       int rc = WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1;
       PrintSummary(rc);

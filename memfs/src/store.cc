@@ -256,7 +256,7 @@ class Store::Impl {
       if (!r.ok()) return {};
       s = *r;
     }
-    return EpochState{s.acked_epoch, s.pending_epoch};
+    return EpochState{s.acked_epoch, s.pending_epoch, s.next_epoch};
   }
 
   // ---- file operations --------------------------------------------------------

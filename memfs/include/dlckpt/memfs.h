@@ -81,6 +81,7 @@ struct FileInfo {
 struct EpochState {
   uint64_t acknowledged = 0;  // 0: none
   uint64_t pending = 0;       // 0: none
+  uint64_t next = 1;          // the smallest epoch a commit may take (never reused)
 };
 
 struct StoreStats {

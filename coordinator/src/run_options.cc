@@ -38,6 +38,8 @@ shared memory):
                           application writes checkpoint E), phase:encode[:E]
                           (while the codec encodes), phase:recover[:N] (during
                           the N-th recovery); each may end in +D (D s later)
+  --crash-rank R1[,R2] --at WHEN   kill only the application process(es) of
+                          these ranks (a process crash, no node lost)
   --mtbf SECONDS          kill random live nodes at exponential intervals
   --weibull-shape K       Weibull inter-failure times instead (shape K)
   --max-failures N        random kills at most (default 1)
@@ -144,6 +146,7 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
   Options o;
   *help = false;
   std::vector<std::string> pending_kill;
+  bool pending_ranks = false;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -201,13 +204,19 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       o.kill_command = v;
     } else if (a == "--mpiexec") {
       o.mpiexec = v;
-    } else if (a == "--kill-node") {
+    } else if (a == "--kill-node" || a == "--crash-rank") {
       pending_kill = Split(v, ',');
-      if (pending_kill.empty()) return Status::InvalidArgument("--kill-node needs node names");
+      pending_ranks = a == "--crash-rank";
+      if (pending_kill.empty()) return Status::InvalidArgument(a + " needs a list");
+      if (pending_ranks) {
+        for (const auto& r : pending_kill) {
+          DLCKPT_RETURN_IF_ERROR(ParseInt(r, a, 0, 1 << 24).status());
+        }
+      }
     } else if (a == "--at") {
-      if (pending_kill.empty()) return Status::InvalidArgument("--at must follow --kill-node");
+      if (pending_kill.empty()) return Status::InvalidArgument("--at must follow --kill-node or --crash-rank");
       DLCKPT_ASSIGN_OR_RETURN(KillTrigger t, ParseTrigger(v));
-      o.kills.push_back(KillSpec{pending_kill, t, v});
+      o.kills.push_back(KillSpec{pending_kill, pending_ranks, t, v});
       pending_kill.clear();
     } else if (a == "--mtbf") {
       DLCKPT_ASSIGN_OR_RETURN(o.mtbf, ParseSeconds(v, a));
@@ -236,7 +245,7 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       return Status::InvalidArgument("unknown option " + a);
     }
   }
-  if (!pending_kill.empty()) return Status::InvalidArgument("--kill-node without --at");
+  if (!pending_kill.empty()) return Status::InvalidArgument("--kill-node or --crash-rank without --at");
   for (; i < argc; ++i) o.program.emplace_back(argv[i]);
   if (o.program.empty()) return Status::InvalidArgument("no program given (dlckpt-run [OPTIONS] -- PROGRAM ...)");
 

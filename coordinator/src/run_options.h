@@ -21,7 +21,8 @@ struct KillTrigger {
 };
 
 struct KillSpec {
-  std::vector<std::string> nodes;
+  std::vector<std::string> nodes;  // nodes to kill, or ranks (as text) to crash
+  bool ranks = false;              // --crash-rank: kill application processes only
   KillTrigger at;
   std::string text;  // as given, for messages
 };

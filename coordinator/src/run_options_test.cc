@@ -52,6 +52,7 @@ TEST(RunOptionsTest, BadInputIsNamed) {
   EXPECT_NE(msg({"--nodes", "2"}).find("no program"), std::string::npos);
   EXPECT_NE(msg({"--bogus", "1", "--", "a"}).find("unknown option --bogus"), std::string::npos);
   EXPECT_NE(msg({"--at", "time:1", "--", "a"}).find("--at must follow"), std::string::npos);
+  EXPECT_NE(msg({"--crash-rank", "x", "--at", "time:1", "--", "a"}).find("--crash-rank"), std::string::npos);
   EXPECT_NE(msg({"--kill-node", "vn1", "--", "a"}).find("without --at"), std::string::npos);
   EXPECT_NE(msg({"--kill-node", "vn1", "--at", "soon", "--", "a"}).find("checkpoint:E"), std::string::npos);
   EXPECT_NE(msg({"--nodes", "4", "--group-size", "2", "--spares", "1", "--", "a"}).find("cannot give 2 group(s)"),

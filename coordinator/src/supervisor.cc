@@ -108,6 +108,7 @@ Status Supervisor::Setup() {
   kill_at_.assign(o_.kills.size(), -1);
   kill_done_.assign(o_.kills.size(), false);
   for (const auto& k : o_.kills) {
+    if (k.ranks) continue;
     for (const auto& n : k.nodes) {
       if (std::find(nodes_.begin(), nodes_.end(), n) == nodes_.end()) {
         return Status::InvalidArgument("--kill-node " + n + ": no such node (nodes are " +
@@ -288,7 +289,11 @@ void Supervisor::Tick() {
     }
     if (kill_at_[i] >= 0 && now >= kill_at_[i]) {
       kill_done_[i] = true;
-      KillNodes(k.nodes, "--at " + k.text);
+      if (k.ranks) {
+        CrashRanks(k.nodes, "--at " + k.text);
+      } else {
+        KillNodes(k.nodes, "--at " + k.text);
+      }
     }
   }
   if (o_.mtbf > 0 && start_ > 0 && random_kills_ < o_.max_failures) {
@@ -333,6 +338,16 @@ void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::str
         for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
       }
     }
+  }
+  last_kill_ = Now();
+}
+
+void Supervisor::CrashRanks(const std::vector<std::string>& ranks, const std::string& why) {
+  for (const auto& r : ranks) {
+    auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job, "PMI_RANK=" + r});
+    kills_log_.push_back("rank " + r + " crashed (" + why + ")");
+    Log("crashing application rank " + r + " (" + why + ")" + (pids.empty() ? ": no such process" : ""));
+    Signal(pids, SIGKILL);
   }
   last_kill_ = Now();
 }

@@ -51,6 +51,7 @@ class Supervisor {
   void HandleEvent(const events::Event& e);
   void ScheduleKill(size_t spec, double at);
   void KillNodes(const std::vector<std::string>& nodes, const std::string& why);
+  void CrashRanks(const std::vector<std::string>& ranks, const std::string& why);
   void TearDownJobs();
   // Survey, decide, rebuild. Sets *fatal for errors that end the run.
   Status Recover(RecoveryTimes* t, int* exit_code);

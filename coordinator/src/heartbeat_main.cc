@@ -430,10 +430,13 @@ int CmdBench(int argc, char** argv) {
       if (suspected.insert(n).second) ++false_suspicions;
     }
   }
-  auto st = mon.stats();
+  // Stop the fleet, let the monitor drain what is queued, then count.
   double elapsed = static_cast<double>(Mono() - t0) / 1e9;
   stop = true;
   for (auto& th : fleet) th.join();
+  struct timespec drain{0, 100 * 1000 * 1000};
+  nanosleep(&drain, nullptr);
+  auto st = mon.stats();
   double cpu = static_cast<double>(st.receiver_cpu_ns - cpu0) / 1e9;
   uint64_t off = offered.load();
   double lost = off ? 100.0 * (1.0 - static_cast<double>(st.received) / static_cast<double>(off)) : 0;

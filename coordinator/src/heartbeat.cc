@@ -236,6 +236,39 @@ Status ParseAddress(std::string_view text, std::string* host, uint16_t* port) {
   return Status::OK();
 }
 
+Result<std::string> LocalAddressToward(const std::string& peer_host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(peer_host.c_str(), "9", &hints, &res);
+  if (rc != 0) {
+    return Status::Error(rc == EAI_SYSTEM ? errno : EHOSTUNREACH, "resolve " + peer_host + ": " + gai_strerror(rc));
+  }
+  int fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int err = errno;
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+    err = errno;
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) return Status::FromErrno(err, "route to " + peer_host);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  rc = getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  err = errno;
+  close(fd);
+  if (rc != 0) return Status::FromErrno(err, "local address toward " + peer_host);
+  char host[INET6_ADDRSTRLEN] = "";
+  const void* a = ss.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr)
+                                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr);
+  if (inet_ntop(ss.ss_family, a, host, sizeof host) == nullptr) {
+    return Status::FromErrno(errno, "local address toward " + peer_host);
+  }
+  return std::string(host);
+}
+
 // ---- Sender ----------------------------------------------------------------------
 
 Result<SenderOptions> SenderOptionsFromEnv(std::string job, std::string node, uint64_t generation) {
@@ -484,9 +517,12 @@ void Monitor::Impl::Loop() {
     int n = poll(fds, 2, -1);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      std::lock_guard<std::mutex> lk(mu);
-      ++stats.receive_errors;
-      continue;  // cannot happen with valid descriptors; keep serving
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        ++stats.receive_errors;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. ENOMEM: retry, never spin
+      continue;
     }
     if (fds[1].revents != 0) return;
     if (fds[0].revents == 0) continue;
@@ -502,8 +538,11 @@ void Monitor::Impl::Loop() {
       if (got < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
         if (errno == EINTR) continue;
-        std::lock_guard<std::mutex> lk(mu);
-        ++stats.receive_errors;  // e.g. ENOMEM; the next poll retries
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          ++stats.receive_errors;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. ENOMEM: retry, never spin
         break;
       }
       int64_t now = MonoNow();

@@ -6,8 +6,10 @@
 # name); the head (root namespace) runs `dlckpt-heartbeat monitor` (the Monitor dlckpt-run runs,
 # polled every 10 ms) bound to the head's bridge address, with the default period (200 ms) and
 # timeout (1.5 s). Then one host crashes and another is powered off (link cut first: Hydra
-# would never notice). Checks: both are suspected between timeout - period and 3 s after the kill
-# command started, the survivors are never suspected, no datagram was rejected. Prints the
+# would never notice). Checks: both are suspected between timeout - 2 periods (on a loaded
+# machine the last beat may come a little more than a period before the kill) and 3 s after
+# the kill command started, the survivors are never suspected, no datagram was rejected, the
+# head's MAC address stays the same. Prints the
 # detection times; the last line is
 #   METRIC heartbeat_detection_seconds X s target < 3        (the power-off)
 # Exits 77 (skip) without root or namespaces. Every process runs under `timeout -k` in its own
@@ -125,9 +127,9 @@ kill_and_detect() {
   DETECT_S=$(awk -v a="$at" -v t="$t0" 'BEGIN { printf "%.3f", a - t }')
   log "$how $host: suspected $DETECT_S s after '$how' began; last heartbeat $(awk -v l="$last" \
     -v t="$t0" 'BEGIN { printf "%+.3f", l - t }') s from it; silent $silent ms at detection"
-  awk -v d="$DETECT_S" -v lo="$((TIMEOUT_MS - PERIOD_MS))" -v hi="$TARGET_S" \
+  awk -v d="$DETECT_S" -v lo="$((TIMEOUT_MS - 2 * PERIOD_MS))" -v hi="$TARGET_S" \
     'BEGIN { exit !(d * 1000 >= lo && d < hi) }' ||
-    fail "$how $host: detection $DETECT_S s not in [$((TIMEOUT_MS - PERIOD_MS)) ms, $TARGET_S s)" \
+    fail "$how $host: detection $DETECT_S s not in [$((TIMEOUT_MS - 2 * PERIOD_MS)) ms, $TARGET_S s)" \
       "(too early: its heartbeats were lost while it was alive)"
 }
 

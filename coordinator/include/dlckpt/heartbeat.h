@@ -101,6 +101,12 @@ Result<Beat> DecodeBeat(const Key& key, std::string_view datagram);
 // "HOST:PORT" or "[V6ADDR]:PORT" -> host and port (1..65535).
 Status ParseAddress(std::string_view text, std::string* host, uint16_t* port);
 
+// The address of this machine that `peer_host` (a name or numeric address)
+// reaches it at, as routing sees it (a UDP connect(), nothing sent): what the
+// monitor should advertise to nodes, e.g. the head's bridge address for
+// virtual hosts. The resolver's or socket's error naming the peer otherwise.
+Result<std::string> LocalAddressToward(const std::string& peer_host);
+
 // ---- Sender ---------------------------------------------------------------------
 
 struct SenderOptions {

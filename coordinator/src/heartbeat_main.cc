@@ -453,7 +453,7 @@ int CmdBench(int argc, char** argv) {
               static_cast<double>(poll_ns) / 1e3 / static_cast<double>(polls), polls,
               static_cast<double>(poll_ns) / 1e9 / elapsed);
   std::printf("false suspicions: %" PRIu64 "\n", false_suspicions);
-  std::printf("METRIC heartbeat_monitor_cpu_per_core %.3f cores target < 0.25 (%ld nodes, %ld ms period)\n",
+  std::printf("METRIC heartbeat_monitor_cpu %.3f cores target < 0.25 (%ld nodes, %ld ms period)\n",
               cpu / elapsed, nodes, period);
   return false_suspicions == 0 ? 0 : 1;
 }

@@ -38,7 +38,8 @@
 // read the key), denial of service (a flood of datagrams, or a network that
 // drops or delays heartbeats, makes nodes look dead: a false suspicion, which
 // the supervisor turns into a fenced and recovered node), and eavesdropping
-// (heartbeats are not secret; the 64-bit tag is, at 2^-64 per forged datagram).
+// (heartbeats are not secret). A blind forgery of the 64-bit tag succeeds
+// with probability 2^-64 per datagram.
 //
 // Thread safety: Sender and Monitor are thread-safe; each owns one background
 // thread that its destructor stops and joins. Errors are Status values naming

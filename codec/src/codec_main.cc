@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "codec_service.h"
+#include "dlckpt/heartbeat.h"
 #include "dlckpt/units.h"
 
 namespace {
@@ -115,6 +117,23 @@ int main(int argc, char** argv) {
   if (cfg.job.empty()) return Usage("no job id (--job or $DLCKPT_JOB)");
   cfg.scheme = scheme.empty() ? (cfg.spares_per_group == 1 ? "xor" : "rs") : scheme;
   cfg.node = HostNode();
+
+  // Heartbeats to dlckpt-run's failure detector, when it asked for them
+  // (DLCKPT_HEARTBEAT / DLCKPT_HEARTBEAT_KEY in the environment).
+  std::unique_ptr<dlckpt::heartbeat::Sender> heartbeat;
+  auto hb = dlckpt::heartbeat::SenderOptionsFromEnv(cfg.job, cfg.node, cfg.generation);
+  if (hb.ok()) {
+    auto sender = dlckpt::heartbeat::Sender::Create(*hb);
+    dlckpt::Status started = sender.ok() ? (*sender)->Start() : sender.status();
+    if (!started.ok()) {
+      std::fprintf(stderr, "dlckpt-codec[%s]: heartbeat: %s\n", cfg.node.c_str(), started.ToString().c_str());
+      return 1;
+    }
+    heartbeat = std::move(*sender);
+  } else if (hb.status().code() != ENOENT) {
+    std::fprintf(stderr, "dlckpt-codec[%s]: heartbeat: %s\n", cfg.node.c_str(), hb.status().ToString().c_str());
+    return 1;
+  }
 
   MPI_Init(&argc, &argv);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -45,6 +45,14 @@ shared memory):
   --max-failures N        random kills at most (default 1)
   --seed S                random seed (default 1)
 
+failure detection (besides the launcher noticing dead processes):
+  --heartbeat-timeout S   declare a node lost after S seconds without a
+                          heartbeat from its codec process (default 1.5;
+                          heartbeats every 0.2 s); catches power-offs
+  --heartbeat-address A   address the codec processes send heartbeats to
+                          (default: 127.0.0.1 for virtual nodes, else the
+                          local address on the route to the first host)
+
 control:
   --max-recoveries M      give up after M recoveries (default 5)
   --timeout SECONDS       stop the whole run after SECONDS (default: none)
@@ -235,6 +243,11 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       o.max_recoveries = static_cast<int>(n);
     } else if (a == "--timeout") {
       DLCKPT_ASSIGN_OR_RETURN(o.timeout, ParseSeconds(v, a));
+    } else if (a == "--heartbeat-timeout") {
+      DLCKPT_ASSIGN_OR_RETURN(o.heartbeat_timeout, ParseSeconds(v, a));
+      if (o.heartbeat_timeout < 0.1) return Status::InvalidArgument("--heartbeat-timeout must be at least 0.1 s");
+    } else if (a == "--heartbeat-address") {
+      o.heartbeat_address = v;
     } else if (a == "--job") {
       o.job = v;
     } else if (a == "--run-dir") {

@@ -49,7 +49,9 @@ struct Options {
   uint64_t seed = 1;
   int max_recoveries = 5;
   double timeout = 0;
-  double detect_timeout = 30;  // seconds to wait for both jobs to end after a failure
+  double detect_timeout = 30;
+  double heartbeat_timeout = 1.5;  // seconds of silence before a node is declared lost
+  std::string heartbeat_address;   // where codec processes send heartbeats ("" = guess)  // seconds to wait for both jobs to end after a failure
   std::string codec;
   bool preload = false;
   bool keep = false;

@@ -116,6 +116,22 @@ Status Supervisor::Setup() {
       }
     }
   }
+  // The heartbeat monitor: every codec process beats every 0.2 s.
+  DLCKPT_ASSIGN_OR_RETURN(heartbeat_key_, protocol::NewToken());
+  heartbeat::MonitorOptions mo;
+  mo.key_hex = heartbeat_key_;
+  mo.job = o_.job;
+  mo.timeout_ms = static_cast<int>(o_.heartbeat_timeout * 1000);
+  if (mo.startup_timeout_ms < mo.timeout_ms) mo.startup_timeout_ms = mo.timeout_ms;
+  DLCKPT_ASSIGN_OR_RETURN(heartbeat_, heartbeat::Monitor::Create(mo));
+  heartbeat_address_ = o_.heartbeat_address;
+  if (heartbeat_address_.empty()) {
+    if (o_.hosts.empty()) {
+      heartbeat_address_ = "127.0.0.1";
+    } else {
+      DLCKPT_ASSIGN_OR_RETURN(heartbeat_address_, heartbeat::LocalAddressToward(o_.hosts[0]));
+    }
+  }
   if (!fs::exists(CodecPath()) && CodecPath().find('/') != std::string::npos) {
     return Status::NotFound("codec executable " + CodecPath() + " not found (use --codec)");
   }
@@ -151,7 +167,12 @@ Status Supervisor::LaunchCodec() {
     if (!o_.keep) argv.push_back("--cleanup-on-shutdown");
   }
   if (o_.verbose) Log("codec: " + Join(argv, " "));
-  DLCKPT_ASSIGN_OR_RETURN(codec_pid_, Spawn(argv, {}, codec_log_));
+  heartbeat_->Expect(generation_, LiveNodes(), Env::Default()->NowNanos());
+  // The key travels in the environment, never on a command line.
+  std::vector<std::string> env{
+      "DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()),
+      "DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_};
+  DLCKPT_ASSIGN_OR_RETURN(codec_pid_, Spawn(argv, env, codec_log_));
   // Wait for the rendezvous, unless the codec job dies first.
   double deadline = Now() + 120;
   for (;;) {
@@ -180,6 +201,7 @@ Status Supervisor::LaunchCodec() {
                              codec_log_);
     }
     Tick();
+    if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "a node stopped answering heartbeats during the codec launch");
   }
 }
 
@@ -281,6 +303,26 @@ void Supervisor::HandleEvent(const events::Event& e) {
 void Supervisor::Tick() {
   for (const auto& e : follower_->Poll()) HandleEvent(e);
   double now = Now();
+  // Nodes whose codec process went silent: lost even if no launcher noticed
+  // (a power-off). They are fenced (killed) so they can never come back.
+  if (heartbeat_) {
+    for (const auto& node : heartbeat_->Suspects(Env::Default()->NowNanos())) {
+      if (heartbeat_failure_ && dead_.count(node)) continue;
+      heartbeat_failure_ = true;
+      double silent = o_.heartbeat_timeout;
+      if (auto st = heartbeat_->Node(node); st && st->heard) {
+        silent = static_cast<double>(Env::Default()->NowNanos() - st->last_heard_ns) / 1e9;
+      }
+      Log("node " + node + " missed its heartbeats for " + Fixed(silent, 1) + " s: declaring it lost");
+      if (last_kill_ >= 0) {
+        std::printf("METRIC heartbeat_detection_seconds %.3f s target < 3\n", now - last_kill_);
+        std::fflush(stdout);
+      }
+      double keep = last_kill_;
+      if (!dead_.count(node)) KillNodes({node}, "no heartbeat");
+      if (keep >= 0) last_kill_ = keep;
+    }
+  }
   for (size_t i = 0; i < o_.kills.size(); ++i) {
     const KillSpec& k = o_.kills[i];
     if (kill_done_[i]) continue;
@@ -382,6 +424,7 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
       Log("codec job ended: " + DescribeStatus(codec_status) + " (log: " + codec_log_ + ")");
       return Outcome::kFailure;
     }
+    if (heartbeat_failure_) return Outcome::kFailure;  // the launchers may never notice
     if (o_.timeout > 0 && start_ > 0 && Now() - start_ > o_.timeout) return Outcome::kTimeout;
     struct timespec ts{0, 10 * 1000 * 1000};
     nanosleep(&ts, nullptr);
@@ -390,6 +433,8 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
 
 void Supervisor::TearDownJobs() {
   codec_.reset();
+  if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
+  heartbeat_failure_ = false;
   for (pid_t* pid : {&app_pid_, &codec_pid_}) {
     if (*pid > 0) kill(*pid, SIGTERM);  // Hydra ends its ranks
   }
@@ -441,6 +486,7 @@ Status Supervisor::Recover(RecoveryTimes* t, int* exit_code) {
     auto f = codec_->Receive(50);
     if (!f.ok() && f.status().code() == ETIMEDOUT) {
       Tick();
+      if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "recover: a node stopped answering heartbeats");
       continue;
     }
     if (!f.ok()) return f.status().Prefixed("recover");
@@ -472,6 +518,7 @@ Status Supervisor::WaitForAppInit(double timeout) {
                                        ") before dlckpt_init");
     }
     if (Now() > deadline) return Status::Timeout("the relaunched application did not start");
+    if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "a node stopped answering heartbeats during the relaunch");
     struct timespec ts{0, 5 * 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
@@ -543,6 +590,7 @@ int Supervisor::Run() {
     size_t kills_before = kills_log_.size();
     Outcome out = Monitor(&app_status);
     if (out == Outcome::kDone) {
+      if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
       if (codec_) {
         auto r = codec_->Call(protocol::MsgType::kShutdown, "", 30000);
         if (!r.ok()) Log("codec shutdown: " + r.status().ToString());

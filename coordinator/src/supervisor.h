@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dlckpt/events.h"
+#include "dlckpt/heartbeat.h"
 #include "dlckpt/protocol.h"
 #include "dlckpt/recovery.h"
 #include "run_options.h"
@@ -73,6 +74,9 @@ class Supervisor {
   pid_t codec_pid_ = -1, app_pid_ = -1;
   std::unique_ptr<protocol::Connection> codec_;
   std::unique_ptr<events::Follower> follower_;
+  std::unique_ptr<heartbeat::Monitor> heartbeat_;
+  std::string heartbeat_key_, heartbeat_address_;
+  bool heartbeat_failure_ = false;  // a node went silent: the jobs will not end by themselves
 
   double start_ = 0;         // first application launch
   double last_kill_ = -1;    // time of the last injected kill

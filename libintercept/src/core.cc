@@ -112,6 +112,15 @@ struct Process {
   int64_t start_ns = 0;
   std::atomic<uint32_t> block_size{64u << 10};
   std::atomic<bool> warned_store{false};
+  // Ownership policy: a process keeps the store attached once it has opened
+  // a memfs file (or asked for ProcessStore()); until then, every operation
+  // that only looks at or renames paths detaches again when it is done, so
+  // a shell that globs or stats /dlckpt never blocks the commands it runs.
+  std::atomic<bool> sticky{false};
+  pid_t owner_pid = 0;             // the process that attached the store; guarded by store_mu
+  std::mutex cwd_mu;
+  std::string vcwd;                // virtual working directory in memfs; guarded by cwd_mu
+  std::atomic<bool> has_vcwd{false};
 };
 
 namespace {
@@ -301,6 +310,7 @@ int AttachLocked(bool create) {
     return store.status().code();
   }
   p.store = std::move(store).value().release();
+  p.owner_pid = static_cast<pid_t>(Sys(SYS_getpid));
   p.block_size.store(static_cast<uint32_t>(p.store->stats().block_size));
   return 0;
 }
@@ -316,6 +326,16 @@ void DestroyStoreLocked() {
 }
 
 }  // namespace
+
+void ReleaseIfIdle() {
+  Process& p = P();
+  if (p.sticky.load() || Disabled()) return;
+  InternalScope in;
+  std::unique_lock<std::shared_mutex> ex(p.store_mu);
+  if (p.sticky.load() || p.store == nullptr) return;
+  delete p.store;  // saves the working files; descriptors of directories stay valid
+  p.store = nullptr;
+}
 
 int StoreRef::Acquire(bool attach, bool create) {
   Process& p = P();
@@ -424,6 +444,13 @@ int CheckParents(memfs::Store* s, const std::string& path) {
 // or the directory of a real descriptor. False if it cannot be named.
 bool BaseDir(int dirfd, std::string* out) {
   char buf[PATH_MAX + 1];
+  if (dirfd == AT_FDCWD && P().has_vcwd.load()) {
+    std::lock_guard<std::mutex> lock(P().cwd_mu);
+    if (!P().vcwd.empty()) {
+      *out = P().vcwd;
+      return true;
+    }
+  }
   if (dirfd == AT_FDCWD) {
     long n = Sys(SYS_getcwd, reinterpret_cast<long>(buf), sizeof buf);
     if (n <= 0 || buf[0] != '/') return false;
@@ -479,7 +506,8 @@ Route Resolve(int dirfd, const char* path, std::string* out, int* err) {
     *out = std::move(norm);
     return Route::kMemfs;
   } else {
-    if (!Enabled() && !HasDotDot(sv)) return Route::kOs;
+    bool in_vcwd = dirfd == AT_FDCWD && p.has_vcwd.load();
+    if (!Enabled() && !in_vcwd && !HasDotDot(sv)) return Route::kOs;
     std::string base;
     if (!BaseDir(dirfd, &base)) return Route::kOs;
     norm = JoinAndNormalize(base, sv);
@@ -595,6 +623,7 @@ int OpenPath(const std::string& path, int flags, mode_t mode) {
       return Fail(r.status());
     }
     memfs_fd = *r;
+    p.sticky.store(true);
   }
   int status = opath ? O_PATH : (acc | (flags & kStatusBits) | O_LARGEFILE);
   if (kind == OpenFile::Kind::kDir && (flags & O_DIRECTORY)) status |= O_DIRECTORY;
@@ -823,6 +852,7 @@ int OnPath(int dirfd, const char* path, int* out, Op&& op) {
     r = -1;
     err = ENOMEM;
   }
+  ReleaseIfIdle();
   *out = r;
   if (r < 0) errno = err != 0 ? err : EIO;
   return 1;
@@ -942,6 +972,9 @@ int FdSetAppend(int fd) {
 
 using namespace dlckpt::intercept::internal;  // NOLINT(google-build-using-namespace)
 using dlckpt::intercept::internal::Kind;
+using dlckpt::intercept::IsNormalizedAbsolute;
+using dlckpt::intercept::JoinAndNormalize;
+using dlckpt::intercept::NormalizeAbsolute;
 namespace memfs = dlckpt::memfs;
 
 extern "C" {
@@ -1514,6 +1547,7 @@ int dlckpt_ic_rename(int olddirfd, const char* oldpath, int newdirfd, const char
     r = -1;
     err = ENOMEM;
   }
+  ReleaseIfIdle();
   *out = r;
   if (r < 0) errno = err != 0 ? err : EIO;
   return 1;
@@ -1618,6 +1652,204 @@ int dlckpt_ic_mkstemp(char* tmpl, int suffixlen, int flags, int* out) {
   return 1;
 }
 
+// ---- path rewriting, working directory, attributes ----
+
+const char* dlckpt_ic_os_path(int dirfd, const char* path) {
+  if (path == nullptr || Disabled() || InInternal()) return path;
+  __attribute__((tls_model("initial-exec"))) static thread_local char bufs[2][PATH_MAX + 1];
+  __attribute__((tls_model("initial-exec"))) static thread_local int next = 0;
+  try {
+    InternalScope in;
+    Process& p = P();
+    std::string norm;
+    if (path[0] == '/') {
+      std::string_view sv(path);
+      if (IsNormalizedAbsolute(sv) || !p.prefixes.WalksThrough(sv)) return path;
+      norm = NormalizeAbsolute(sv);
+    } else if (dirfd == AT_FDCWD && p.has_vcwd.load()) {
+      std::lock_guard<std::mutex> lock(p.cwd_mu);
+      if (p.vcwd.empty()) return path;
+      norm = JoinAndNormalize(p.vcwd, path);
+    } else {
+      return path;
+    }
+    if (norm.size() > PATH_MAX) return path;
+    char* buf = bufs[next];
+    next ^= 1;
+    std::memcpy(buf, norm.c_str(), norm.size() + 1);
+    return buf;
+  } catch (...) {
+    return path;
+  }
+}
+
+extern "C++" {
+namespace {
+
+void SetVirtualCwd(const std::string& dir) {
+  Process& p = P();
+  std::lock_guard<std::mutex> lock(p.cwd_mu);
+  p.vcwd = dir;
+  p.has_vcwd.store(!dir.empty());
+}
+
+int ChdirTo(const std::string& dir, int& err) {
+  StoreRef ref;
+  if ((err = AcquireForPath(&ref, false)) != 0) return -1;
+  Entry ent;
+  if ((err = Lookup(ref.store(), dir, &ent)) != 0) return -1;
+  if (ent.type == Entry::Type::kNone) {
+    err = ENOENT;
+    return -1;
+  }
+  if (ent.type != Entry::Type::kDir) {
+    err = ENOTDIR;
+    return -1;
+  }
+  SetVirtualCwd(dir);
+  return 0;
+}
+
+}  // namespace
+}  // extern "C++"
+
+int dlckpt_ic_chdir(const char* path, int* out) {
+  return OnPath(AT_FDCWD, path, out, [&](const std::string& p, int& err) { return ChdirTo(p, err); });
+}
+
+int dlckpt_ic_fchdir(int fd, int* out) {
+  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
+    if (f.kind != Kind::kDir) {
+      err = ENOTDIR;
+      return -1;
+    }
+    SetVirtualCwd(f.path);
+    return 0;
+  });
+}
+
+void dlckpt_ic_cwd_changed(void) {
+  if (Disabled() || !P().has_vcwd.load()) return;
+  InternalScope in;
+  SetVirtualCwd("");
+}
+
+int dlckpt_ic_getcwd(char* buf, size_t size, char** out) {
+  if (Disabled() || InInternal() || !P().has_vcwd.load()) return 0;
+  std::string cwd;
+  try {
+    InternalScope in;
+    std::lock_guard<std::mutex> lock(P().cwd_mu);
+    cwd = P().vcwd;
+  } catch (...) {
+    errno = ENOMEM;
+    *out = nullptr;
+    return 1;
+  }
+  if (cwd.empty()) return 0;
+  if (buf == nullptr) {
+    // glibc extension: allocate (at least `size` bytes when size != 0).
+    size_t n = std::max(size, cwd.size() + 1);
+    if (size != 0 && size < cwd.size() + 1) {
+      errno = ERANGE;
+      *out = nullptr;
+      return 1;
+    }
+    buf = static_cast<char*>(malloc(n));
+    if (buf == nullptr) {
+      errno = ENOMEM;
+      *out = nullptr;
+      return 1;
+    }
+  } else if (size == 0) {
+    errno = EINVAL;
+    *out = nullptr;
+    return 1;
+  } else if (size < cwd.size() + 1) {
+    errno = ERANGE;
+    *out = nullptr;
+    return 1;
+  }
+  std::memcpy(buf, cwd.c_str(), cwd.size() + 1);
+  *out = buf;
+  return 1;
+}
+
+int dlckpt_ic_get_current_dir_name(char** out) {
+  char* cwd = nullptr;
+  if (!dlckpt_ic_getcwd(nullptr, 0, &cwd)) return 0;
+  *out = cwd;
+  return 1;
+}
+
+extern "C++" {
+namespace {
+
+// For operations that only need the file to exist: 0, or -1 with ENOENT.
+template <class Op>
+int OnExisting(int dirfd, const char* path, int* out, Op&& op) {
+  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) -> int {
+    StoreRef ref;
+    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
+    Entry ent;
+    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
+    if (ent.type == Entry::Type::kNone) {
+      err = ENOENT;
+      return -1;
+    }
+    return op(ent, err);
+  });
+}
+
+ssize_t XattrResult(int op, int& err) {
+  switch (op) {
+    case DLCKPT_XATTR_LIST: return 0;  // no attributes
+    case DLCKPT_XATTR_GET: err = ENODATA; return -1;
+    default: err = ENOTSUP; return -1;
+  }
+}
+
+}  // namespace
+}  // extern "C++"
+
+int dlckpt_ic_xattr(int dirfd, const char* path, int op, ssize_t* out) {
+  if (path == nullptr) {
+    return OnFd(dirfd, out, [&](StoreRef&, OpenFile& f, int& err) -> ssize_t {
+      if (f.kind == Kind::kPath) {
+        err = EBADF;
+        return -1;
+      }
+      return XattrResult(op, err);
+    });
+  }
+  int r = 0;
+  ssize_t result = 0;
+  int handled = OnExisting(dirfd, path, &r, [&](const Entry&, int& err) -> int {
+    result = XattrResult(op, err);
+    return static_cast<int>(result);
+  });
+  if (handled) *out = r < 0 ? -1 : result;
+  return handled;
+}
+
+int dlckpt_ic_readlink(int dirfd, const char* path, ssize_t* out) {
+  int r = 0;
+  int handled = OnExisting(dirfd, path, &r, [&](const Entry&, int& err) -> int {
+    err = EINVAL;  // memfs has no symbolic links
+    return -1;
+  });
+  if (handled) *out = r;
+  return handled;
+}
+
+int dlckpt_ic_utime(int dirfd, const char* path, int* out) {
+  if (path == nullptr) {
+    return OnFd(dirfd, out, [&](StoreRef&, OpenFile&, int&) -> int { return 0; });
+  }
+  // Times are accepted and not recorded (memfs keeps the last write time).
+  return OnExisting(dirfd, path, out, [&](const Entry&, int&) -> int { return 0; });
+}
+
 // ---- lifecycle ----
 
 void dlckpt_ic_shutdown(void) {
@@ -1630,6 +1862,15 @@ void dlckpt_ic_shutdown(void) {
   StreamFlushAll();
   std::unique_lock<std::shared_mutex> ex(p.store_mu);
   p.shutdown = true;
+  DestroyStoreLocked();
+}
+
+void dlckpt_ic_before_exec(int final) {
+  if (!g_process_made.load() || Disabled()) return;
+  Process& p = P();
+  std::unique_lock<std::shared_mutex> ex(p.store_mu);
+  if (p.store == nullptr || p.owner_pid != static_cast<pid_t>(Sys(SYS_getpid))) return;
+  if (final) p.shutdown = true;
   DestroyStoreLocked();
 }
 
@@ -1679,6 +1920,7 @@ Result<std::string> ProcessStoreName() {
 
 Result<memfs::Store*> ProcessStore() {
   internal::InternalScope in;
+  P().sticky.store(true);
   internal::StoreRef ref;
   int e = ref.Acquire(true, true);
   if (e != 0) {

@@ -104,6 +104,10 @@ struct Entry {
 // Returns 0 or errno (never ENOENT: that is Type::kNone).
 int Lookup(memfs::Store* store, const std::string& path, Entry* out);
 
+// Detaches the store after an operation if this process never opened a
+// memfs file (see Process::sticky). Call without holding a StoreRef.
+void ReleaseIfIdle();
+
 // Opens memfs `path`; returns the descriptor or -1 with errno.
 int OpenPath(const std::string& path, int flags, mode_t mode);
 

@@ -22,8 +22,11 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/uio.h>
+#include <sys/xattr.h>
 #include <unistd.h>
+#include <utime.h>
 
 #include "core_c.h"
 
@@ -45,6 +48,9 @@ int __openat64_2(int dirfd, const char* path, int flags);
 ssize_t __read_chk(int fd, void* buf, size_t len, size_t buflen);
 ssize_t __pread_chk(int fd, void* buf, size_t len, off_t off, size_t buflen);
 ssize_t __pread64_chk(int fd, void* buf, size_t len, off64_t off, size_t buflen);
+char* __getcwd_chk(char* buf, size_t size, size_t buflen);
+ssize_t __readlink_chk(const char* path, char* buf, size_t len, size_t buflen);
+ssize_t __readlinkat_chk(int dirfd, const char* path, char* buf, size_t len, size_t buflen);
 void __chk_fail(void) __attribute__((noreturn));
 
 #if defined(DLCKPT_MODE_WRAP)
@@ -70,7 +76,7 @@ static void* dlckpt_resolve(const char* name) {
   return p;
 }
 #define REAL_DECL(f)                                                 \
-  static __typeof__(&f) real_##f(void) {                             \
+  __attribute__((unused)) static __typeof__(&f) real_##f(void) {    \
     static __typeof__(&f) cached;                                    \
     __typeof__(&f) v = __atomic_load_n(&cached, __ATOMIC_ACQUIRE);   \
     if (v == NULL) {                                                 \
@@ -84,6 +90,10 @@ static void* dlckpt_resolve(const char* name) {
 #else
 #error "define DLCKPT_MODE_WRAP or DLCKPT_MODE_PRELOAD"
 #endif
+
+/* The path to give the OS: unchanged, or rewritten when the process sits in a
+ * memfs working directory or the path climbs out of a prefix with "..". */
+#define OSP(dirfd, path) dlckpt_ic_os_path((dirfd), (path))
 
 #define NEEDS_MODE(flags) (((flags) & O_CREAT) || ((flags) & __O_TMPFILE) == __O_TMPFILE)
 #define VA_MODE(last, flags)                 \
@@ -102,7 +112,7 @@ int ENTRY(open)(const char* path, int flags, ...) {
   VA_MODE(flags, flags);
   int r;
   if (dlckpt_ic_open(AT_FDCWD, path, flags, mode, &r)) return r;
-  return REAL(open)(path, flags, mode);
+  return REAL(open)(OSP(AT_FDCWD, path), flags, mode);
 }
 
 REAL_DECL(open64)
@@ -110,7 +120,7 @@ int ENTRY(open64)(const char* path, int flags, ...) {
   VA_MODE(flags, flags);
   int r;
   if (dlckpt_ic_open(AT_FDCWD, path, flags, mode, &r)) return r;
-  return REAL(open64)(path, flags, mode);
+  return REAL(open64)(OSP(AT_FDCWD, path), flags, mode);
 }
 
 REAL_DECL(openat)
@@ -118,7 +128,7 @@ int ENTRY(openat)(int dirfd, const char* path, int flags, ...) {
   VA_MODE(flags, flags);
   int r;
   if (dlckpt_ic_open(dirfd, path, flags, mode, &r)) return r;
-  return REAL(openat)(dirfd, path, flags, mode);
+  return REAL(openat)(dirfd, OSP(dirfd, path), flags, mode);
 }
 
 REAL_DECL(openat64)
@@ -126,7 +136,7 @@ int ENTRY(openat64)(int dirfd, const char* path, int flags, ...) {
   VA_MODE(flags, flags);
   int r;
   if (dlckpt_ic_open(dirfd, path, flags, mode, &r)) return r;
-  return REAL(openat64)(dirfd, path, flags, mode);
+  return REAL(openat64)(dirfd, OSP(dirfd, path), flags, mode);
 }
 
 REAL_DECL(__open_2)
@@ -134,7 +144,7 @@ int ENTRY(__open_2)(const char* path, int flags) {
   if (NEEDS_MODE(flags)) __chk_fail();
   int r;
   if (dlckpt_ic_open(AT_FDCWD, path, flags, 0, &r)) return r;
-  return REAL(__open_2)(path, flags);
+  return REAL(__open_2)(OSP(AT_FDCWD, path), flags);
 }
 
 REAL_DECL(__open64_2)
@@ -142,7 +152,7 @@ int ENTRY(__open64_2)(const char* path, int flags) {
   if (NEEDS_MODE(flags)) __chk_fail();
   int r;
   if (dlckpt_ic_open(AT_FDCWD, path, flags, 0, &r)) return r;
-  return REAL(__open64_2)(path, flags);
+  return REAL(__open64_2)(OSP(AT_FDCWD, path), flags);
 }
 
 REAL_DECL(__openat_2)
@@ -150,7 +160,7 @@ int ENTRY(__openat_2)(int dirfd, const char* path, int flags) {
   if (NEEDS_MODE(flags)) __chk_fail();
   int r;
   if (dlckpt_ic_open(dirfd, path, flags, 0, &r)) return r;
-  return REAL(__openat_2)(dirfd, path, flags);
+  return REAL(__openat_2)(dirfd, OSP(dirfd, path), flags);
 }
 
 REAL_DECL(__openat64_2)
@@ -158,21 +168,21 @@ int ENTRY(__openat64_2)(int dirfd, const char* path, int flags) {
   if (NEEDS_MODE(flags)) __chk_fail();
   int r;
   if (dlckpt_ic_open(dirfd, path, flags, 0, &r)) return r;
-  return REAL(__openat64_2)(dirfd, path, flags);
+  return REAL(__openat64_2)(dirfd, OSP(dirfd, path), flags);
 }
 
 REAL_DECL(creat)
 int ENTRY(creat)(const char* path, mode_t mode) {
   int r;
   if (dlckpt_ic_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, &r)) return r;
-  return REAL(creat)(path, mode);
+  return REAL(creat)(OSP(AT_FDCWD, path), mode);
 }
 
 REAL_DECL(creat64)
 int ENTRY(creat64)(const char* path, mode_t mode) {
   int r;
   if (dlckpt_ic_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, &r)) return r;
-  return REAL(creat64)(path, mode);
+  return REAL(creat64)(OSP(AT_FDCWD, path), mode);
 }
 
 /* ---- close ---- */
@@ -373,77 +383,77 @@ REAL_DECL(stat)
 int ENTRY(stat)(const char* path, struct stat* st) {
   int r;
   if (dlckpt_ic_stat(AT_FDCWD, path, st, 0, &r)) return r;
-  return REAL(stat)(path, st);
+  return REAL(stat)(OSP(AT_FDCWD, path), st);
 }
 
 REAL_DECL(stat64)
 int ENTRY(stat64)(const char* path, struct stat64* st) {
   int r;
   if (dlckpt_ic_stat(AT_FDCWD, path, (struct stat*)st, 0, &r)) return r;
-  return REAL(stat64)(path, st);
+  return REAL(stat64)(OSP(AT_FDCWD, path), st);
 }
 
 REAL_DECL(lstat)
 int ENTRY(lstat)(const char* path, struct stat* st) {
   int r;
   if (dlckpt_ic_stat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW, &r)) return r;
-  return REAL(lstat)(path, st);
+  return REAL(lstat)(OSP(AT_FDCWD, path), st);
 }
 
 REAL_DECL(lstat64)
 int ENTRY(lstat64)(const char* path, struct stat64* st) {
   int r;
   if (dlckpt_ic_stat(AT_FDCWD, path, (struct stat*)st, AT_SYMLINK_NOFOLLOW, &r)) return r;
-  return REAL(lstat64)(path, st);
+  return REAL(lstat64)(OSP(AT_FDCWD, path), st);
 }
 
 REAL_DECL(fstatat)
 int ENTRY(fstatat)(int dirfd, const char* path, struct stat* st, int flags) {
   int r;
   if (dlckpt_ic_stat(dirfd, path, st, flags, &r)) return r;
-  return REAL(fstatat)(dirfd, path, st, flags);
+  return REAL(fstatat)(dirfd, OSP(dirfd, path), st, flags);
 }
 
 REAL_DECL(fstatat64)
 int ENTRY(fstatat64)(int dirfd, const char* path, struct stat64* st, int flags) {
   int r;
   if (dlckpt_ic_stat(dirfd, path, (struct stat*)st, flags, &r)) return r;
-  return REAL(fstatat64)(dirfd, path, st, flags);
+  return REAL(fstatat64)(dirfd, OSP(dirfd, path), st, flags);
 }
 
 REAL_DECL(statx)
 int ENTRY(statx)(int dirfd, const char* path, int flags, unsigned int mask, struct statx* stx) {
   int r;
   if (dlckpt_ic_statx(dirfd, path, flags, mask, stx, &r)) return r;
-  return REAL(statx)(dirfd, path, flags, mask, stx);
+  return REAL(statx)(dirfd, OSP(dirfd, path), flags, mask, stx);
 }
 
 REAL_DECL(__xstat)
 int ENTRY(__xstat)(int ver, const char* path, struct stat* st) {
   int r;
   if (dlckpt_ic_stat(AT_FDCWD, path, st, 0, &r)) return r;
-  return REAL(__xstat)(ver, path, st);
+  return REAL(__xstat)(ver, OSP(AT_FDCWD, path), st);
 }
 
 REAL_DECL(__xstat64)
 int ENTRY(__xstat64)(int ver, const char* path, struct stat64* st) {
   int r;
   if (dlckpt_ic_stat(AT_FDCWD, path, (struct stat*)st, 0, &r)) return r;
-  return REAL(__xstat64)(ver, path, st);
+  return REAL(__xstat64)(ver, OSP(AT_FDCWD, path), st);
 }
 
 REAL_DECL(__lxstat)
 int ENTRY(__lxstat)(int ver, const char* path, struct stat* st) {
   int r;
   if (dlckpt_ic_stat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW, &r)) return r;
-  return REAL(__lxstat)(ver, path, st);
+  return REAL(__lxstat)(ver, OSP(AT_FDCWD, path), st);
 }
 
 REAL_DECL(__lxstat64)
 int ENTRY(__lxstat64)(int ver, const char* path, struct stat64* st) {
   int r;
   if (dlckpt_ic_stat(AT_FDCWD, path, (struct stat*)st, AT_SYMLINK_NOFOLLOW, &r)) return r;
-  return REAL(__lxstat64)(ver, path, st);
+  return REAL(__lxstat64)(ver, OSP(AT_FDCWD, path), st);
 }
 
 REAL_DECL(__fxstat)
@@ -464,14 +474,14 @@ REAL_DECL(__fxstatat)
 int ENTRY(__fxstatat)(int ver, int dirfd, const char* path, struct stat* st, int flags) {
   int r;
   if (dlckpt_ic_stat(dirfd, path, st, flags, &r)) return r;
-  return REAL(__fxstatat)(ver, dirfd, path, st, flags);
+  return REAL(__fxstatat)(ver, dirfd, OSP(dirfd, path), st, flags);
 }
 
 REAL_DECL(__fxstatat64)
 int ENTRY(__fxstatat64)(int ver, int dirfd, const char* path, struct stat64* st, int flags) {
   int r;
   if (dlckpt_ic_stat(dirfd, path, (struct stat*)st, flags, &r)) return r;
-  return REAL(__fxstatat64)(ver, dirfd, path, st, flags);
+  return REAL(__fxstatat64)(ver, dirfd, OSP(dirfd, path), st, flags);
 }
 
 REAL_DECL(ftruncate)
@@ -492,14 +502,14 @@ REAL_DECL(truncate)
 int ENTRY(truncate)(const char* path, off_t len) {
   int r;
   if (dlckpt_ic_truncate(path, len, &r)) return r;
-  return REAL(truncate)(path, len);
+  return REAL(truncate)(OSP(AT_FDCWD, path), len);
 }
 
 REAL_DECL(truncate64)
 int ENTRY(truncate64)(const char* path, off64_t len) {
   int r;
   if (dlckpt_ic_truncate(path, len, &r)) return r;
-  return REAL(truncate64)(path, len);
+  return REAL(truncate64)(OSP(AT_FDCWD, path), len);
 }
 
 REAL_DECL(fsync)
@@ -520,35 +530,35 @@ REAL_DECL(access)
 int ENTRY(access)(const char* path, int mode) {
   int r;
   if (dlckpt_ic_access(AT_FDCWD, path, mode, 0, &r)) return r;
-  return REAL(access)(path, mode);
+  return REAL(access)(OSP(AT_FDCWD, path), mode);
 }
 
 REAL_DECL(faccessat)
 int ENTRY(faccessat)(int dirfd, const char* path, int mode, int flags) {
   int r;
   if (dlckpt_ic_access(dirfd, path, mode, flags, &r)) return r;
-  return REAL(faccessat)(dirfd, path, mode, flags);
+  return REAL(faccessat)(dirfd, OSP(dirfd, path), mode, flags);
 }
 
 REAL_DECL(euidaccess)
 int ENTRY(euidaccess)(const char* path, int mode) {
   int r;
   if (dlckpt_ic_access(AT_FDCWD, path, mode, AT_EACCESS, &r)) return r;
-  return REAL(euidaccess)(path, mode);
+  return REAL(euidaccess)(OSP(AT_FDCWD, path), mode);
 }
 
 REAL_DECL(eaccess)
 int ENTRY(eaccess)(const char* path, int mode) {
   int r;
   if (dlckpt_ic_access(AT_FDCWD, path, mode, AT_EACCESS, &r)) return r;
-  return REAL(eaccess)(path, mode);
+  return REAL(eaccess)(OSP(AT_FDCWD, path), mode);
 }
 
 REAL_DECL(chmod)
 int ENTRY(chmod)(const char* path, mode_t mode) {
   int r;
   if (dlckpt_ic_chmod(AT_FDCWD, path, mode, 0, &r)) return r;
-  return REAL(chmod)(path, mode);
+  return REAL(chmod)(OSP(AT_FDCWD, path), mode);
 }
 
 REAL_DECL(fchmod)
@@ -562,7 +572,7 @@ REAL_DECL(fchmodat)
 int ENTRY(fchmodat)(int dirfd, const char* path, mode_t mode, int flags) {
   int r;
   if (dlckpt_ic_chmod(dirfd, path, mode, flags, &r)) return r;
-  return REAL(fchmodat)(dirfd, path, mode, flags);
+  return REAL(fchmodat)(dirfd, OSP(dirfd, path), mode, flags);
 }
 
 /* ---- descriptors ---- */
@@ -731,63 +741,63 @@ REAL_DECL(unlink)
 int ENTRY(unlink)(const char* path) {
   int r;
   if (dlckpt_ic_unlink(AT_FDCWD, path, 0, &r)) return r;
-  return REAL(unlink)(path);
+  return REAL(unlink)(OSP(AT_FDCWD, path));
 }
 
 REAL_DECL(unlinkat)
 int ENTRY(unlinkat)(int dirfd, const char* path, int flags) {
   int r;
   if (dlckpt_ic_unlink(dirfd, path, flags, &r)) return r;
-  return REAL(unlinkat)(dirfd, path, flags);
+  return REAL(unlinkat)(dirfd, OSP(dirfd, path), flags);
 }
 
 REAL_DECL(remove)
 int ENTRY(remove)(const char* path) {
   int r;
   if (dlckpt_ic_remove(path, &r)) return r;
-  return REAL(remove)(path);
+  return REAL(remove)(OSP(AT_FDCWD, path));
 }
 
 REAL_DECL(rename)
 int ENTRY(rename)(const char* from, const char* to) {
   int r;
   if (dlckpt_ic_rename(AT_FDCWD, from, AT_FDCWD, to, 0, &r)) return r;
-  return REAL(rename)(from, to);
+  return REAL(rename)(OSP(AT_FDCWD, from), OSP(AT_FDCWD, to));
 }
 
 REAL_DECL(renameat)
 int ENTRY(renameat)(int fromfd, const char* from, int tofd, const char* to) {
   int r;
   if (dlckpt_ic_rename(fromfd, from, tofd, to, 0, &r)) return r;
-  return REAL(renameat)(fromfd, from, tofd, to);
+  return REAL(renameat)(fromfd, OSP(fromfd, from), tofd, OSP(tofd, to));
 }
 
 REAL_DECL(renameat2)
 int ENTRY(renameat2)(int fromfd, const char* from, int tofd, const char* to, unsigned int flags) {
   int r;
   if (dlckpt_ic_rename(fromfd, from, tofd, to, flags, &r)) return r;
-  return REAL(renameat2)(fromfd, from, tofd, to, flags);
+  return REAL(renameat2)(fromfd, OSP(fromfd, from), tofd, OSP(tofd, to), flags);
 }
 
 REAL_DECL(mkdir)
 int ENTRY(mkdir)(const char* path, mode_t mode) {
   int r;
   if (dlckpt_ic_mkdir(AT_FDCWD, path, mode, &r)) return r;
-  return REAL(mkdir)(path, mode);
+  return REAL(mkdir)(OSP(AT_FDCWD, path), mode);
 }
 
 REAL_DECL(mkdirat)
 int ENTRY(mkdirat)(int dirfd, const char* path, mode_t mode) {
   int r;
   if (dlckpt_ic_mkdir(dirfd, path, mode, &r)) return r;
-  return REAL(mkdirat)(dirfd, path, mode);
+  return REAL(mkdirat)(dirfd, OSP(dirfd, path), mode);
 }
 
 REAL_DECL(rmdir)
 int ENTRY(rmdir)(const char* path) {
   int r;
   if (dlckpt_ic_unlink(AT_FDCWD, path, AT_REMOVEDIR, &r)) return r;
-  return REAL(rmdir)(path);
+  return REAL(rmdir)(OSP(AT_FDCWD, path));
 }
 
 REAL_DECL(mkstemp)
@@ -852,7 +862,7 @@ REAL_DECL(opendir)
 DIR* ENTRY(opendir)(const char* path) {
   DIR* d;
   if (dlckpt_ic_opendir(path, &d)) return d;
-  return REAL(opendir)(path);
+  return REAL(opendir)(OSP(AT_FDCWD, path));
 }
 
 REAL_DECL(fdopendir)
@@ -927,7 +937,7 @@ int ENTRY(scandir)(const char* path, struct dirent*** namelist, int (*filter)(co
                    int (*compar)(const struct dirent**, const struct dirent**)) {
   int r;
   if (dlckpt_ic_scandir(path, namelist, filter, compar, &r)) return r;
-  return REAL(scandir)(path, namelist, filter, compar);
+  return REAL(scandir)(OSP(AT_FDCWD, path), namelist, filter, compar);
 }
 
 REAL_DECL(scandir64)
@@ -936,7 +946,297 @@ int ENTRY(scandir64)(const char* path, struct dirent64*** namelist,
                      int (*compar)(const struct dirent64**, const struct dirent64**)) {
   int r;
   if (dlckpt_ic_scandir64(path, namelist, filter, compar, &r)) return r;
-  return REAL(scandir64)(path, namelist, filter, compar);
+  return REAL(scandir64)(OSP(AT_FDCWD, path), namelist, filter, compar);
+}
+
+/* ---- working directory ---- */
+
+REAL_DECL(chdir)
+int ENTRY(chdir)(const char* path) {
+  int r;
+  if (dlckpt_ic_chdir(path, &r)) return r;
+  r = REAL(chdir)(OSP(AT_FDCWD, path));
+  if (r == 0) dlckpt_ic_cwd_changed();
+  return r;
+}
+
+REAL_DECL(fchdir)
+int ENTRY(fchdir)(int fd) {
+  int r;
+  if (dlckpt_ic_fchdir(fd, &r)) return r;
+  r = REAL(fchdir)(fd);
+  if (r == 0) dlckpt_ic_cwd_changed();
+  return r;
+}
+
+REAL_DECL(getcwd)
+char* ENTRY(getcwd)(char* buf, size_t size) {
+  char* r;
+  if (dlckpt_ic_getcwd(buf, size, &r)) return r;
+  return REAL(getcwd)(buf, size);
+}
+
+REAL_DECL(__getcwd_chk)
+char* ENTRY(__getcwd_chk)(char* buf, size_t size, size_t buflen) {
+  if (size > buflen) __chk_fail();
+  char* r;
+  if (dlckpt_ic_getcwd(buf, size, &r)) return r;
+  return REAL(__getcwd_chk)(buf, size, buflen);
+}
+
+REAL_DECL(get_current_dir_name)
+char* ENTRY(get_current_dir_name)(void) {
+  char* r;
+  if (dlckpt_ic_get_current_dir_name(&r)) return r;
+  return REAL(get_current_dir_name)();
+}
+
+/* ---- extended attributes: memfs files have none and take none ---- */
+
+REAL_DECL(getxattr)
+ssize_t ENTRY(getxattr)(const char* path, const char* name, void* value, size_t size) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_GET, &r)) return r;
+  return REAL(getxattr)(OSP(AT_FDCWD, path), name, value, size);
+}
+
+REAL_DECL(lgetxattr)
+ssize_t ENTRY(lgetxattr)(const char* path, const char* name, void* value, size_t size) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_GET, &r)) return r;
+  return REAL(lgetxattr)(OSP(AT_FDCWD, path), name, value, size);
+}
+
+REAL_DECL(fgetxattr)
+ssize_t ENTRY(fgetxattr)(int fd, const char* name, void* value, size_t size) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_GET, &r)) return r;
+  return REAL(fgetxattr)(fd, name, value, size);
+}
+
+REAL_DECL(listxattr)
+ssize_t ENTRY(listxattr)(const char* path, char* list, size_t size) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_LIST, &r)) return r;
+  return REAL(listxattr)(OSP(AT_FDCWD, path), list, size);
+}
+
+REAL_DECL(llistxattr)
+ssize_t ENTRY(llistxattr)(const char* path, char* list, size_t size) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_LIST, &r)) return r;
+  return REAL(llistxattr)(OSP(AT_FDCWD, path), list, size);
+}
+
+REAL_DECL(flistxattr)
+ssize_t ENTRY(flistxattr)(int fd, char* list, size_t size) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_LIST, &r)) return r;
+  return REAL(flistxattr)(fd, list, size);
+}
+
+REAL_DECL(setxattr)
+int ENTRY(setxattr)(const char* path, const char* name, const void* value, size_t size,
+                    int flags) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_SET, &r)) return (int)r;
+  return REAL(setxattr)(OSP(AT_FDCWD, path), name, value, size, flags);
+}
+
+REAL_DECL(lsetxattr)
+int ENTRY(lsetxattr)(const char* path, const char* name, const void* value, size_t size,
+                     int flags) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_SET, &r)) return (int)r;
+  return REAL(lsetxattr)(OSP(AT_FDCWD, path), name, value, size, flags);
+}
+
+REAL_DECL(fsetxattr)
+int ENTRY(fsetxattr)(int fd, const char* name, const void* value, size_t size, int flags) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_SET, &r)) return (int)r;
+  return REAL(fsetxattr)(fd, name, value, size, flags);
+}
+
+REAL_DECL(removexattr)
+int ENTRY(removexattr)(const char* path, const char* name) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_SET, &r)) return (int)r;
+  return REAL(removexattr)(OSP(AT_FDCWD, path), name);
+}
+
+REAL_DECL(lremovexattr)
+int ENTRY(lremovexattr)(const char* path, const char* name) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_SET, &r)) return (int)r;
+  return REAL(lremovexattr)(OSP(AT_FDCWD, path), name);
+}
+
+REAL_DECL(fremovexattr)
+int ENTRY(fremovexattr)(int fd, const char* name) {
+  ssize_t r;
+  if (dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_SET, &r)) return (int)r;
+  return REAL(fremovexattr)(fd, name);
+}
+
+/* ---- links and times ---- */
+
+REAL_DECL(readlink)
+ssize_t ENTRY(readlink)(const char* path, char* buf, size_t len) {
+  ssize_t r;
+  if (dlckpt_ic_readlink(AT_FDCWD, path, &r)) return r;
+  return REAL(readlink)(OSP(AT_FDCWD, path), buf, len);
+}
+
+REAL_DECL(readlinkat)
+ssize_t ENTRY(readlinkat)(int dirfd, const char* path, char* buf, size_t len) {
+  ssize_t r;
+  if (dlckpt_ic_readlink(dirfd, path, &r)) return r;
+  return REAL(readlinkat)(dirfd, OSP(dirfd, path), buf, len);
+}
+
+REAL_DECL(__readlink_chk)
+ssize_t ENTRY(__readlink_chk)(const char* path, char* buf, size_t len, size_t buflen) {
+  if (len > buflen) __chk_fail();
+  ssize_t r;
+  if (dlckpt_ic_readlink(AT_FDCWD, path, &r)) return r;
+  return REAL(__readlink_chk)(OSP(AT_FDCWD, path), buf, len, buflen);
+}
+
+REAL_DECL(__readlinkat_chk)
+ssize_t ENTRY(__readlinkat_chk)(int dirfd, const char* path, char* buf, size_t len,
+                                size_t buflen) {
+  if (len > buflen) __chk_fail();
+  ssize_t r;
+  if (dlckpt_ic_readlink(dirfd, path, &r)) return r;
+  return REAL(__readlinkat_chk)(dirfd, OSP(dirfd, path), buf, len, buflen);
+}
+
+REAL_DECL(utimensat)
+int ENTRY(utimensat)(int dirfd, const char* path, const struct timespec times[2], int flags) {
+  int r;
+  if (dlckpt_ic_utime(dirfd, path, &r)) return r;
+  return REAL(utimensat)(dirfd, OSP(dirfd, path), times, flags);
+}
+
+REAL_DECL(futimens)
+int ENTRY(futimens)(int fd, const struct timespec times[2]) {
+  int r;
+  if (dlckpt_ic_utime(fd, NULL, &r)) return r;
+  return REAL(futimens)(fd, times);
+}
+
+REAL_DECL(utime)
+int ENTRY(utime)(const char* path, const struct utimbuf* times) {
+  int r;
+  if (dlckpt_ic_utime(AT_FDCWD, path, &r)) return r;
+  return REAL(utime)(OSP(AT_FDCWD, path), times);
+}
+
+REAL_DECL(utimes)
+int ENTRY(utimes)(const char* path, const struct timeval times[2]) {
+  int r;
+  if (dlckpt_ic_utime(AT_FDCWD, path, &r)) return r;
+  return REAL(utimes)(OSP(AT_FDCWD, path), times);
+}
+
+/* ---- exec and _exit: the store is detached cleanly first ---- */
+
+REAL_DECL(_exit)
+void ENTRY(_exit)(int status) {
+  dlckpt_ic_before_exec(1);
+  REAL(_exit)(status);
+  __builtin_unreachable();
+}
+
+REAL_DECL(_Exit)
+void ENTRY(_Exit)(int status) {
+  dlckpt_ic_before_exec(1);
+  REAL(_Exit)(status);
+  __builtin_unreachable();
+}
+
+REAL_DECL(execve)
+int ENTRY(execve)(const char* path, char* const argv[], char* const envp[]) {
+  dlckpt_ic_before_exec(0);
+  return REAL(execve)(OSP(AT_FDCWD, path), argv, envp);
+}
+
+REAL_DECL(execv)
+int ENTRY(execv)(const char* path, char* const argv[]) {
+  dlckpt_ic_before_exec(0);
+  return REAL(execv)(OSP(AT_FDCWD, path), argv);
+}
+
+REAL_DECL(execvp)
+int ENTRY(execvp)(const char* file, char* const argv[]) {
+  dlckpt_ic_before_exec(0);
+  return REAL(execvp)(file, argv);
+}
+
+REAL_DECL(execvpe)
+int ENTRY(execvpe)(const char* file, char* const argv[], char* const envp[]) {
+  dlckpt_ic_before_exec(0);
+  return REAL(execvpe)(file, argv, envp);
+}
+
+REAL_DECL(fexecve)
+int ENTRY(fexecve)(int fd, char* const argv[], char* const envp[]) {
+  dlckpt_ic_before_exec(0);
+  return REAL(fexecve)(fd, argv, envp);
+}
+
+REAL_DECL(execveat)
+int ENTRY(execveat)(int dirfd, const char* path, char* const argv[], char* const envp[],
+                    int flags) {
+  dlckpt_ic_before_exec(0);
+  return REAL(execveat)(dirfd, OSP(dirfd, path), argv, envp, flags);
+}
+
+/* execl, execlp, execle: the argument list as an array (until the NULL). */
+#define COLLECT_ARGS(first, argv, envp_out, env)                                 \
+  size_t nargs_ = 1;                                                            \
+  {                                                                             \
+    va_list ap_;                                                                \
+    va_start(ap_, first);                                                       \
+    while (va_arg(ap_, const char*) != NULL) ++nargs_;                          \
+    va_end(ap_);                                                                \
+  }                                                                             \
+  const char* argv[nargs_ + 1];                                                 \
+  {                                                                             \
+    va_list ap_;                                                                \
+    va_start(ap_, first);                                                       \
+    argv[0] = (first);                                                          \
+    for (size_t i_ = 1; i_ < nargs_; ++i_) argv[i_] = va_arg(ap_, const char*); \
+    argv[nargs_] = NULL;                                                        \
+    if (env) {                                                                  \
+      (void)va_arg(ap_, const char*);                                           \
+      envp_out = va_arg(ap_, char* const*);                                     \
+    }                                                                           \
+    va_end(ap_);                                                                \
+  }
+
+int ENTRY(execl)(const char* path, const char* arg, ...) {
+  char* const* envp_unused = NULL;
+  COLLECT_ARGS(arg, argv, envp_unused, 0);
+  (void)envp_unused;
+  dlckpt_ic_before_exec(0);
+  return REAL(execv)(OSP(AT_FDCWD, path), (char* const*)argv);
+}
+
+int ENTRY(execlp)(const char* file, const char* arg, ...) {
+  char* const* envp_unused = NULL;
+  COLLECT_ARGS(arg, argv, envp_unused, 0);
+  (void)envp_unused;
+  dlckpt_ic_before_exec(0);
+  return REAL(execvp)(file, (char* const*)argv);
+}
+
+int ENTRY(execle)(const char* path, const char* arg, ...) {
+  char* const* envp = NULL;
+  COLLECT_ARGS(arg, argv, envp, 1);
+  dlckpt_ic_before_exec(0);
+  return REAL(execve)(OSP(AT_FDCWD, path), (char* const*)argv, envp);
 }
 
 /* ---- stdio ---- */
@@ -945,14 +1245,14 @@ REAL_DECL(fopen)
 FILE* ENTRY(fopen)(const char* path, const char* mode) {
   FILE* f;
   if (dlckpt_ic_fopen(path, mode, &f)) return f;
-  return REAL(fopen)(path, mode);
+  return REAL(fopen)(OSP(AT_FDCWD, path), mode);
 }
 
 REAL_DECL(fopen64)
 FILE* ENTRY(fopen64)(const char* path, const char* mode) {
   FILE* f;
   if (dlckpt_ic_fopen(path, mode, &f)) return f;
-  return REAL(fopen64)(path, mode);
+  return REAL(fopen64)(OSP(AT_FDCWD, path), mode);
 }
 
 REAL_DECL(fdopen)
@@ -966,14 +1266,14 @@ REAL_DECL(freopen)
 FILE* ENTRY(freopen)(const char* path, const char* mode, FILE* stream) {
   FILE* f;
   if (dlckpt_ic_freopen(path, mode, stream, &f)) return f;
-  return REAL(freopen)(path, mode, stream);
+  return REAL(freopen)(OSP(AT_FDCWD, path), mode, stream);
 }
 
 REAL_DECL(freopen64)
 FILE* ENTRY(freopen64)(const char* path, const char* mode, FILE* stream) {
   FILE* f;
   if (dlckpt_ic_freopen(path, mode, stream, &f)) return f;
-  return REAL(freopen64)(path, mode, stream);
+  return REAL(freopen64)(OSP(AT_FDCWD, path), mode, stream);
 }
 
 /* ---- lifecycle ---- */

@@ -4,8 +4,10 @@
 set -euo pipefail
 need() {  # need BINARY SYMBOL...
   local bin=$1; shift
+  local syms
+  syms=$(nm -u "$bin")
   for s in "$@"; do
-    nm -u "$bin" | grep -q " $s@" || { echo "FAIL: $(basename "$bin") does not call $s" >&2; exit 1; }
+    grep -q " $s@" <<< "$syms" || { echo "FAIL: $(basename "$bin") does not call $s" >&2; exit 1; }
   done
 }
 need "$1" open64 fopen64 lseek64 fstat64 pread64 ftruncate64 stat64 openat64

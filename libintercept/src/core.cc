@@ -31,6 +31,8 @@
 
 extern "C" {
 int dlckpt_enabled = 0;
+// Number of memfs descriptors; zero lets the entry points skip the core.
+std::atomic<long> dlckpt_ic_fd_count{0};
 }
 
 namespace dlckpt::intercept::internal {
@@ -157,7 +159,7 @@ void AtForkChild() {
 
 }  // namespace
 
-Process::Process() {
+Process::Process() : fds(&dlckpt_ic_fd_count) {
   const char* spec = getenv("DLCKPT_PREFIX");
   if (spec != nullptr && *spec != '\0') {
     std::vector<std::string> rejected;

@@ -21,7 +21,17 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(hidden)
+
 struct statx;
+
+#ifndef __cplusplus
+/* The number of memfs descriptors in the process (a std::atomic<long> on the
+ * C++ side). While it is zero no descriptor call can be for memfs, so the
+ * entry points go straight to the OS. */
+extern long dlckpt_ic_fd_count;
+#define DLCKPT_NO_MEMFS_FDS() (__atomic_load_n(&dlckpt_ic_fd_count, __ATOMIC_ACQUIRE) == 0)
+#endif
 
 /* ---- descriptors ---- */
 int dlckpt_ic_close(int fd, int* out);
@@ -139,6 +149,8 @@ void dlckpt_ic_before_exec(int final);
  * `why` on stderr once. Used by the preload library when the executable
  * already carries the static wrappers. */
 void dlckpt_ic_disable(const char* why);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

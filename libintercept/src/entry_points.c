@@ -190,19 +190,19 @@ int ENTRY(creat64)(const char* path, mode_t mode) {
 REAL_DECL(close)
 int ENTRY(close)(int fd) {
   int r;
-  if (dlckpt_ic_close(fd, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_close(fd, &r)) return r;
   return REAL(close)(fd);
 }
 
 REAL_DECL(close_range)
 int ENTRY(close_range)(unsigned int lo, unsigned int hi, int flags) {
-  if (!(flags & CLOSE_RANGE_CLOEXEC) && lo <= hi) dlckpt_ic_forget_range(lo, hi);
+  if (!(flags & CLOSE_RANGE_CLOEXEC) && lo <= hi && !DLCKPT_NO_MEMFS_FDS()) dlckpt_ic_forget_range(lo, hi);
   return REAL(close_range)(lo, hi, flags);
 }
 
 REAL_DECL(closefrom)
 void ENTRY(closefrom)(int lo) {
-  if (lo >= 0) dlckpt_ic_forget_range((unsigned)lo, ~0u);
+  if (lo >= 0 && !DLCKPT_NO_MEMFS_FDS()) dlckpt_ic_forget_range((unsigned)lo, ~0u);
   REAL(closefrom)(lo);
 }
 
@@ -211,56 +211,56 @@ void ENTRY(closefrom)(int lo) {
 REAL_DECL(read)
 ssize_t ENTRY(read)(int fd, void* buf, size_t len) {
   ssize_t r;
-  if (dlckpt_ic_read(fd, buf, len, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_read(fd, buf, len, &r)) return r;
   return REAL(read)(fd, buf, len);
 }
 
 REAL_DECL(write)
 ssize_t ENTRY(write)(int fd, const void* buf, size_t len) {
   ssize_t r;
-  if (dlckpt_ic_write(fd, buf, len, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_write(fd, buf, len, &r)) return r;
   return REAL(write)(fd, buf, len);
 }
 
 REAL_DECL(pread)
 ssize_t ENTRY(pread)(int fd, void* buf, size_t len, off_t off) {
   ssize_t r;
-  if (dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
   return REAL(pread)(fd, buf, len, off);
 }
 
 REAL_DECL(pread64)
 ssize_t ENTRY(pread64)(int fd, void* buf, size_t len, off64_t off) {
   ssize_t r;
-  if (dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
   return REAL(pread64)(fd, buf, len, off);
 }
 
 REAL_DECL(pwrite)
 ssize_t ENTRY(pwrite)(int fd, const void* buf, size_t len, off_t off) {
   ssize_t r;
-  if (dlckpt_ic_pwrite(fd, buf, len, off, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pwrite(fd, buf, len, off, &r)) return r;
   return REAL(pwrite)(fd, buf, len, off);
 }
 
 REAL_DECL(pwrite64)
 ssize_t ENTRY(pwrite64)(int fd, const void* buf, size_t len, off64_t off) {
   ssize_t r;
-  if (dlckpt_ic_pwrite(fd, buf, len, off, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pwrite(fd, buf, len, off, &r)) return r;
   return REAL(pwrite64)(fd, buf, len, off);
 }
 
 REAL_DECL(readv)
 ssize_t ENTRY(readv)(int fd, const struct iovec* iov, int cnt) {
   ssize_t r;
-  if (dlckpt_ic_readv(fd, iov, cnt, -1, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, -1, &r)) return r;
   return REAL(readv)(fd, iov, cnt);
 }
 
 REAL_DECL(writev)
 ssize_t ENTRY(writev)(int fd, const struct iovec* iov, int cnt) {
   ssize_t r;
-  if (dlckpt_ic_writev(fd, iov, cnt, -1, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, -1, &r)) return r;
   return REAL(writev)(fd, iov, cnt);
 }
 
@@ -272,56 +272,56 @@ ssize_t ENTRY(writev)(int fd, const struct iovec* iov, int cnt) {
 REAL_DECL(preadv)
 ssize_t ENTRY(preadv)(int fd, const struct iovec* iov, int cnt, off_t off) {
   ssize_t r;
-  if (dlckpt_ic_readv(fd, iov, cnt, POS(off), &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, POS(off), &r)) return r;
   return REAL(preadv)(fd, iov, cnt, off);
 }
 
 REAL_DECL(preadv64)
 ssize_t ENTRY(preadv64)(int fd, const struct iovec* iov, int cnt, off64_t off) {
   ssize_t r;
-  if (dlckpt_ic_readv(fd, iov, cnt, POS(off), &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, POS(off), &r)) return r;
   return REAL(preadv64)(fd, iov, cnt, off);
 }
 
 REAL_DECL(pwritev)
 ssize_t ENTRY(pwritev)(int fd, const struct iovec* iov, int cnt, off_t off) {
   ssize_t r;
-  if (dlckpt_ic_writev(fd, iov, cnt, POS(off), &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, POS(off), &r)) return r;
   return REAL(pwritev)(fd, iov, cnt, off);
 }
 
 REAL_DECL(pwritev64)
 ssize_t ENTRY(pwritev64)(int fd, const struct iovec* iov, int cnt, off64_t off) {
   ssize_t r;
-  if (dlckpt_ic_writev(fd, iov, cnt, POS(off), &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, POS(off), &r)) return r;
   return REAL(pwritev64)(fd, iov, cnt, off);
 }
 
 REAL_DECL(preadv2)
 ssize_t ENTRY(preadv2)(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
   ssize_t r;
-  if (dlckpt_ic_readv(fd, iov, cnt, POS2(off), &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, POS2(off), &r)) return r;
   return REAL(preadv2)(fd, iov, cnt, off, flags);
 }
 
 REAL_DECL(preadv64v2)
 ssize_t ENTRY(preadv64v2)(int fd, const struct iovec* iov, int cnt, off64_t off, int flags) {
   ssize_t r;
-  if (dlckpt_ic_readv(fd, iov, cnt, POS2(off), &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, POS2(off), &r)) return r;
   return REAL(preadv64v2)(fd, iov, cnt, off, flags);
 }
 
 REAL_DECL(pwritev2)
 ssize_t ENTRY(pwritev2)(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
   ssize_t r;
-  if (dlckpt_ic_writev(fd, iov, cnt, POS2(off), &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, POS2(off), &r)) return r;
   return REAL(pwritev2)(fd, iov, cnt, off, flags);
 }
 
 REAL_DECL(pwritev64v2)
 ssize_t ENTRY(pwritev64v2)(int fd, const struct iovec* iov, int cnt, off64_t off, int flags) {
   ssize_t r;
-  if (dlckpt_ic_writev(fd, iov, cnt, POS2(off), &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, POS2(off), &r)) return r;
   return REAL(pwritev64v2)(fd, iov, cnt, off, flags);
 }
 
@@ -329,7 +329,7 @@ REAL_DECL(__read_chk)
 ssize_t ENTRY(__read_chk)(int fd, void* buf, size_t len, size_t buflen) {
   if (len > buflen) __chk_fail();
   ssize_t r;
-  if (dlckpt_ic_read(fd, buf, len, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_read(fd, buf, len, &r)) return r;
   return REAL(__read_chk)(fd, buf, len, buflen);
 }
 
@@ -337,7 +337,7 @@ REAL_DECL(__pread_chk)
 ssize_t ENTRY(__pread_chk)(int fd, void* buf, size_t len, off_t off, size_t buflen) {
   if (len > buflen) __chk_fail();
   ssize_t r;
-  if (dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
   return REAL(__pread_chk)(fd, buf, len, off, buflen);
 }
 
@@ -345,21 +345,21 @@ REAL_DECL(__pread64_chk)
 ssize_t ENTRY(__pread64_chk)(int fd, void* buf, size_t len, off64_t off, size_t buflen) {
   if (len > buflen) __chk_fail();
   ssize_t r;
-  if (dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
   return REAL(__pread64_chk)(fd, buf, len, off, buflen);
 }
 
 REAL_DECL(lseek)
 off_t ENTRY(lseek)(int fd, off_t off, int whence) {
   off_t r;
-  if (dlckpt_ic_lseek(fd, off, whence, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_lseek(fd, off, whence, &r)) return r;
   return REAL(lseek)(fd, off, whence);
 }
 
 REAL_DECL(lseek64)
 off64_t ENTRY(lseek64)(int fd, off64_t off, int whence) {
   off_t r;
-  if (dlckpt_ic_lseek(fd, off, whence, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_lseek(fd, off, whence, &r)) return r;
   return REAL(lseek64)(fd, off, whence);
 }
 
@@ -368,14 +368,14 @@ off64_t ENTRY(lseek64)(int fd, off64_t off, int whence) {
 REAL_DECL(fstat)
 int ENTRY(fstat)(int fd, struct stat* st) {
   int r;
-  if (dlckpt_ic_fstat(fd, st, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fstat(fd, st, &r)) return r;
   return REAL(fstat)(fd, st);
 }
 
 REAL_DECL(fstat64)
 int ENTRY(fstat64)(int fd, struct stat64* st) {
   int r;
-  if (dlckpt_ic_fstat(fd, (struct stat*)st, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fstat(fd, (struct stat*)st, &r)) return r;
   return REAL(fstat64)(fd, st);
 }
 
@@ -459,14 +459,14 @@ int ENTRY(__lxstat64)(int ver, const char* path, struct stat64* st) {
 REAL_DECL(__fxstat)
 int ENTRY(__fxstat)(int ver, int fd, struct stat* st) {
   int r;
-  if (dlckpt_ic_fstat(fd, st, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fstat(fd, st, &r)) return r;
   return REAL(__fxstat)(ver, fd, st);
 }
 
 REAL_DECL(__fxstat64)
 int ENTRY(__fxstat64)(int ver, int fd, struct stat64* st) {
   int r;
-  if (dlckpt_ic_fstat(fd, (struct stat*)st, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fstat(fd, (struct stat*)st, &r)) return r;
   return REAL(__fxstat64)(ver, fd, st);
 }
 
@@ -487,14 +487,14 @@ int ENTRY(__fxstatat64)(int ver, int dirfd, const char* path, struct stat64* st,
 REAL_DECL(ftruncate)
 int ENTRY(ftruncate)(int fd, off_t len) {
   int r;
-  if (dlckpt_ic_ftruncate(fd, len, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ftruncate(fd, len, &r)) return r;
   return REAL(ftruncate)(fd, len);
 }
 
 REAL_DECL(ftruncate64)
 int ENTRY(ftruncate64)(int fd, off64_t len) {
   int r;
-  if (dlckpt_ic_ftruncate(fd, len, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ftruncate(fd, len, &r)) return r;
   return REAL(ftruncate64)(fd, len);
 }
 
@@ -515,14 +515,14 @@ int ENTRY(truncate64)(const char* path, off64_t len) {
 REAL_DECL(fsync)
 int ENTRY(fsync)(int fd) {
   int r;
-  if (dlckpt_ic_fsync(fd, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fsync(fd, &r)) return r;
   return REAL(fsync)(fd);
 }
 
 REAL_DECL(fdatasync)
 int ENTRY(fdatasync)(int fd) {
   int r;
-  if (dlckpt_ic_fsync(fd, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fsync(fd, &r)) return r;
   return REAL(fdatasync)(fd);
 }
 
@@ -564,7 +564,7 @@ int ENTRY(chmod)(const char* path, mode_t mode) {
 REAL_DECL(fchmod)
 int ENTRY(fchmod)(int fd, mode_t mode) {
   int r;
-  if (dlckpt_ic_fchmod(fd, mode, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fchmod(fd, mode, &r)) return r;
   return REAL(fchmod)(fd, mode);
 }
 
@@ -580,21 +580,21 @@ int ENTRY(fchmodat)(int dirfd, const char* path, mode_t mode, int flags) {
 REAL_DECL(dup)
 int ENTRY(dup)(int fd) {
   int r;
-  if (dlckpt_ic_dup(fd, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_dup(fd, &r)) return r;
   return REAL(dup)(fd);
 }
 
 REAL_DECL(dup2)
 int ENTRY(dup2)(int oldfd, int newfd) {
   int r;
-  if (dlckpt_ic_dup3(oldfd, newfd, 0, 1, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_dup3(oldfd, newfd, 0, 1, &r)) return r;
   return REAL(dup2)(oldfd, newfd);
 }
 
 REAL_DECL(dup3)
 int ENTRY(dup3)(int oldfd, int newfd, int flags) {
   int r;
-  if (dlckpt_ic_dup3(oldfd, newfd, flags, 0, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_dup3(oldfd, newfd, flags, 0, &r)) return r;
   return REAL(dup3)(oldfd, newfd, flags);
 }
 
@@ -605,7 +605,7 @@ int ENTRY(fcntl)(int fd, int cmd, ...) {
   void* arg = va_arg(ap, void*);
   va_end(ap);
   int r;
-  if (dlckpt_ic_fcntl(fd, cmd, arg, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fcntl(fd, cmd, arg, &r)) return r;
   return REAL(fcntl)(fd, cmd, arg);
 }
 
@@ -616,7 +616,7 @@ int ENTRY(fcntl64)(int fd, int cmd, ...) {
   void* arg = va_arg(ap, void*);
   va_end(ap);
   int r;
-  if (dlckpt_ic_fcntl(fd, cmd, arg, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fcntl(fd, cmd, arg, &r)) return r;
   return REAL(fcntl64)(fd, cmd, arg);
 }
 
@@ -627,28 +627,28 @@ int ENTRY(ioctl)(int fd, unsigned long request, ...) {
   void* arg = va_arg(ap, void*);
   va_end(ap);
   int r;
-  if (dlckpt_ic_ioctl(fd, request, arg, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ioctl(fd, request, arg, &r)) return r;
   return REAL(ioctl)(fd, request, arg);
 }
 
 REAL_DECL(flock)
 int ENTRY(flock)(int fd, int op) {
   int r;
-  if (dlckpt_ic_flock(fd, op, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_flock(fd, op, &r)) return r;
   return REAL(flock)(fd, op);
 }
 
 REAL_DECL(isatty)
 int ENTRY(isatty)(int fd) {
   int r;
-  if (dlckpt_ic_isatty(fd, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_isatty(fd, &r)) return r;
   return REAL(isatty)(fd);
 }
 
 REAL_DECL(posix_fallocate)
 int ENTRY(posix_fallocate)(int fd, off_t off, off_t len) {
   int saved = errno, r;
-  if (dlckpt_ic_fallocate(fd, 0, off, len, &r)) {
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fallocate(fd, 0, off, len, &r)) {
     int e = r < 0 ? errno : 0;
     errno = saved;
     return e;
@@ -659,7 +659,7 @@ int ENTRY(posix_fallocate)(int fd, off_t off, off_t len) {
 REAL_DECL(posix_fallocate64)
 int ENTRY(posix_fallocate64)(int fd, off64_t off, off64_t len) {
   int saved = errno, r;
-  if (dlckpt_ic_fallocate(fd, 0, off, len, &r)) {
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fallocate(fd, 0, off, len, &r)) {
     int e = r < 0 ? errno : 0;
     errno = saved;
     return e;
@@ -670,34 +670,34 @@ int ENTRY(posix_fallocate64)(int fd, off64_t off, off64_t len) {
 REAL_DECL(fallocate)
 int ENTRY(fallocate)(int fd, int mode, off_t off, off_t len) {
   int r;
-  if (dlckpt_ic_fallocate(fd, mode, off, len, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fallocate(fd, mode, off, len, &r)) return r;
   return REAL(fallocate)(fd, mode, off, len);
 }
 
 REAL_DECL(fallocate64)
 int ENTRY(fallocate64)(int fd, int mode, off64_t off, off64_t len) {
   int r;
-  if (dlckpt_ic_fallocate(fd, mode, off, len, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fallocate(fd, mode, off, len, &r)) return r;
   return REAL(fallocate64)(fd, mode, off, len);
 }
 
 REAL_DECL(posix_fadvise)
 int ENTRY(posix_fadvise)(int fd, off_t off, off_t len, int advice) {
   int r;
-  if (dlckpt_ic_fadvise(fd, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fadvise(fd, &r)) return r;
   return REAL(posix_fadvise)(fd, off, len, advice);
 }
 
 REAL_DECL(posix_fadvise64)
 int ENTRY(posix_fadvise64)(int fd, off64_t off, off64_t len, int advice) {
   int r;
-  if (dlckpt_ic_fadvise(fd, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fadvise(fd, &r)) return r;
   return REAL(posix_fadvise64)(fd, off, len, advice);
 }
 
 REAL_DECL(mmap)
 void* ENTRY(mmap)(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (!(flags & MAP_ANONYMOUS) && dlckpt_ic_mmap_refused(fd)) {
+  if (!(flags & MAP_ANONYMOUS) && !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_mmap_refused(fd)) {
     errno = ENODEV;  /* memfs files cannot be mapped */
     return MAP_FAILED;
   }
@@ -706,7 +706,7 @@ void* ENTRY(mmap)(void* addr, size_t len, int prot, int flags, int fd, off_t off
 
 REAL_DECL(mmap64)
 void* ENTRY(mmap64)(void* addr, size_t len, int prot, int flags, int fd, off64_t off) {
-  if (!(flags & MAP_ANONYMOUS) && dlckpt_ic_mmap_refused(fd)) {
+  if (!(flags & MAP_ANONYMOUS) && !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_mmap_refused(fd)) {
     errno = ENODEV;
     return MAP_FAILED;
   }
@@ -724,14 +724,14 @@ ssize_t ENTRY(copy_file_range)(int in_fd, off64_t* in_off, int out_fd, off64_t* 
 REAL_DECL(sendfile)
 ssize_t ENTRY(sendfile)(int out_fd, int in_fd, off_t* offset, size_t count) {
   ssize_t r;
-  if (dlckpt_ic_copy(in_fd, offset, out_fd, NULL, count, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_copy(in_fd, offset, out_fd, NULL, count, &r)) return r;
   return REAL(sendfile)(out_fd, in_fd, offset, count);
 }
 
 REAL_DECL(sendfile64)
 ssize_t ENTRY(sendfile64)(int out_fd, int in_fd, off64_t* offset, size_t count) {
   ssize_t r;
-  if (dlckpt_ic_copy(in_fd, offset, out_fd, NULL, count, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_copy(in_fd, offset, out_fd, NULL, count, &r)) return r;
   return REAL(sendfile64)(out_fd, in_fd, offset, count);
 }
 
@@ -868,7 +868,7 @@ DIR* ENTRY(opendir)(const char* path) {
 REAL_DECL(fdopendir)
 DIR* ENTRY(fdopendir)(int fd) {
   DIR* d;
-  if (dlckpt_ic_fdopendir(fd, &d)) return d;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fdopendir(fd, &d)) return d;
   return REAL(fdopendir)(fd);
 }
 
@@ -963,7 +963,7 @@ int ENTRY(chdir)(const char* path) {
 REAL_DECL(fchdir)
 int ENTRY(fchdir)(int fd) {
   int r;
-  if (dlckpt_ic_fchdir(fd, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fchdir(fd, &r)) return r;
   r = REAL(fchdir)(fd);
   if (r == 0) dlckpt_ic_cwd_changed();
   return r;
@@ -1010,7 +1010,7 @@ ssize_t ENTRY(lgetxattr)(const char* path, const char* name, void* value, size_t
 REAL_DECL(fgetxattr)
 ssize_t ENTRY(fgetxattr)(int fd, const char* name, void* value, size_t size) {
   ssize_t r;
-  if (dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_GET, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_GET, &r)) return r;
   return REAL(fgetxattr)(fd, name, value, size);
 }
 
@@ -1031,7 +1031,7 @@ ssize_t ENTRY(llistxattr)(const char* path, char* list, size_t size) {
 REAL_DECL(flistxattr)
 ssize_t ENTRY(flistxattr)(int fd, char* list, size_t size) {
   ssize_t r;
-  if (dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_LIST, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_LIST, &r)) return r;
   return REAL(flistxattr)(fd, list, size);
 }
 
@@ -1054,7 +1054,7 @@ int ENTRY(lsetxattr)(const char* path, const char* name, const void* value, size
 REAL_DECL(fsetxattr)
 int ENTRY(fsetxattr)(int fd, const char* name, const void* value, size_t size, int flags) {
   ssize_t r;
-  if (dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_SET, &r)) return (int)r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_SET, &r)) return (int)r;
   return REAL(fsetxattr)(fd, name, value, size, flags);
 }
 
@@ -1075,7 +1075,7 @@ int ENTRY(lremovexattr)(const char* path, const char* name) {
 REAL_DECL(fremovexattr)
 int ENTRY(fremovexattr)(int fd, const char* name) {
   ssize_t r;
-  if (dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_SET, &r)) return (int)r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_SET, &r)) return (int)r;
   return REAL(fremovexattr)(fd, name);
 }
 
@@ -1122,7 +1122,7 @@ int ENTRY(utimensat)(int dirfd, const char* path, const struct timespec times[2]
 REAL_DECL(futimens)
 int ENTRY(futimens)(int fd, const struct timespec times[2]) {
   int r;
-  if (dlckpt_ic_utime(fd, NULL, &r)) return r;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_utime(fd, NULL, &r)) return r;
   return REAL(futimens)(fd, times);
 }
 
@@ -1258,7 +1258,7 @@ FILE* ENTRY(fopen64)(const char* path, const char* mode) {
 REAL_DECL(fdopen)
 FILE* ENTRY(fdopen)(int fd, const char* mode) {
   FILE* f;
-  if (dlckpt_ic_fdopen(fd, mode, &f)) return f;
+  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fdopen(fd, mode, &f)) return f;
   return REAL(fdopen)(fd, mode);
 }
 

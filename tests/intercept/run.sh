@@ -2,8 +2,9 @@
 # run.sh KIND MODE PROGRAM — one libintercept system test.
 #   KIND     io (PROGRAM BASE writes a tree; compared with the same program's
 #            tree on disk), fork, errors, enabled
-#   MODE     static (PROGRAM carries the wrappers) or preload (run under
-#            LD_PRELOAD=$DLCKPT_PRELOAD)
+#   MODE     static (PROGRAM carries the wrappers), preload (run under
+#            LD_PRELOAD=$DLCKPT_PRELOAD), or both (a static PROGRAM under the
+#            preload library, which must then stay out of the way)
 # Environment: DLCKPT_STORE_TOOL (build/bin/dlckpt-store), DLCKPT_PRELOAD.
 # Every run uses its own job id, a prefix that is a real, empty directory (so
 # a call that escaped interception would leave a file there: the test checks
@@ -27,7 +28,7 @@ export DLCKPT_PREFIX="$prefix" DLCKPT_JOB="$job" DLCKPT_NODE=testnode DLCKPT_RAN
 export DLCKPT_STORE_CAPACITY=${CAPACITY:-64M}
 unset DLCKPT_STORE
 run() {
-  if [ "$mode" = preload ]; then LD_PRELOAD="${DLCKPT_PRELOAD:?}" "$@"; else "$@"; fi
+  if [ "$mode" = static ]; then "$@"; else LD_PRELOAD="${DLCKPT_PRELOAD:?}" "$@"; fi
 }
 
 case "$kind" in

@@ -369,6 +369,36 @@ TEST_F(CoreTest, ForkedChildIsCutOff) {
   EXPECT_EQ(Close(fd), 0);
 }
 
+TEST_F(CoreTest, AppendAddedAfterOpen) {
+  int fd = Open("/dlckpt/app.log", O_CREAT | O_RDWR | O_TRUNC);
+  EXPECT_EQ(Write(fd, "ab"), 2);
+  EXPECT_EQ(Seek(fd, 0, SEEK_SET), 0);
+  int r;
+  ASSERT_EQ(dlckpt_ic_fcntl(fd, F_SETFL, reinterpret_cast<void*>(O_APPEND), &r), 1);
+  EXPECT_EQ(r, 0);
+  ASSERT_EQ(dlckpt_ic_fcntl(fd, F_GETFL, nullptr, &r), 1);
+  EXPECT_TRUE(r & O_APPEND);
+  EXPECT_EQ(Write(fd, "c"), 1);  // at the end despite the offset
+  ssize_t n;
+  ASSERT_EQ(dlckpt_ic_pwrite(fd, "d", 1, 0, &n), 1);  // Linux: appends too
+  FILE* f;
+  int d;
+  ASSERT_EQ(dlckpt_ic_dup(fd, &d), 1);
+  ASSERT_EQ(dlckpt_ic_fdopen(d, "a", &f), 1);
+  ASSERT_NE(f, nullptr);
+  fputs("e", f);
+  EXPECT_EQ(fclose(f), 0);
+  EXPECT_EQ(Seek(fd, 0, SEEK_SET), 0);
+  EXPECT_EQ(Read(fd, 10), "abcde");
+  // A native O_APPEND cannot be dropped.
+  int g = Open("/dlckpt/native.log", O_CREAT | O_WRONLY | O_APPEND);
+  ASSERT_EQ(dlckpt_ic_fcntl(g, F_SETFL, reinterpret_cast<void*>(0), &r), 1);
+  EXPECT_EQ(r, -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(Close(g), 0);
+  EXPECT_EQ(Close(fd), 0);
+}
+
 TEST_F(CoreTest, ConcurrentWritersAndDups) {
   constexpr int kThreads = 4, kRounds = 100;
   std::vector<std::thread> threads;

@@ -163,6 +163,9 @@ int main(int argc, char** argv) {
   BinaryStreams();
   ReadWriteAndAppend();
   Filesystem();
+  // Destroyed (and flushed) by exit, before dlckpt detaches the store.
+  static std::ofstream at_exit(P("at_exit.txt"));
+  for (int i = 0; i < 100; ++i) at_exit << "flushed by the destructor " << i << '\n';
   std::cout << "io_cxx: " << checks << " checks passed in " << base << "\n";
   return 0;
 }

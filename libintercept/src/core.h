@@ -47,7 +47,7 @@ class InternalScope final {
 
 // ---- open files -----------------------------------------------------------------
 
-struct OpenFile final {
+struct OpenFile final : std::enable_shared_from_this<OpenFile> {
   enum class Kind { kFile, kDir, kPath };
   OpenFile(Kind k, int memfs, uint64_t gen, std::string p, int flags)
       : kind(k), memfs_fd(memfs), generation(gen), path(std::move(p)), status_flags(flags) {}

@@ -369,12 +369,11 @@ int dlckpt_ic_dup(int fd, int* out) {
       return -1;
     }
     std::shared_ptr<OpenFile> old;
-    if (!Fds().Set(static_cast<int>(n), Fds().Get(fd), &old)) {
+    if (!Fds().Set(static_cast<int>(n), f.shared_from_this(), &old)) {
       Sys(SYS_close, n);
       err = EMFILE;
       return -1;
     }
-    (void)f;
     return static_cast<int>(n);
   });
 }
@@ -447,7 +446,7 @@ int dlckpt_ic_fcntl(int fd, int cmd, void* arg, int* out) {
           return -1;
         }
         std::shared_ptr<OpenFile> old;
-        if (!Fds().Set(static_cast<int>(n), Fds().Get(fd), &old)) {
+        if (!Fds().Set(static_cast<int>(n), f.shared_from_this(), &old)) {
           Sys(SYS_close, n);
           err = EMFILE;
           return -1;

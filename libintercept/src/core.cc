@@ -1,18 +1,16 @@
-// core.cc — libintercept's core: the process store, routing, the descriptor
-// table and every descriptor- and path-based operation on memfs files. See
-// core.h for the locking rules and core_c.h for the entry-point protocol.
+// core.cc — libintercept's core: the process state and its store (name,
+// attach, detach, fork, exit), routing, lookups, opening memfs files with
+// placeholder descriptors. Descriptor operations are in fd_ops.cc, path
+// operations in path_ops.cc, the public API in api.cc. See core.h for the
+// locking rules and core_c.h for the entry-point protocol.
 #include "core.h"
 
 #include <fcntl.h>
 #include <pthread.h>
-#include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +29,8 @@
 
 extern "C" {
 int dlckpt_enabled = 0;
+// Number of memfs descriptors; zero lets the entry points skip the core.
+std::atomic<long> dlckpt_ic_fd_count{0};
 }
 
 namespace dlckpt::intercept::internal {
@@ -48,15 +48,12 @@ std::atomic<bool> g_disabled{false};
 std::atomic<bool> g_process_made{false};
 
 constexpr uint64_t kMemfsDevMajor = 0xd1c;  // st_dev of every memfs file
-constexpr int kStatusBits = O_APPEND | O_NONBLOCK | O_DIRECT | O_NOATIME | O_SYNC | O_DSYNC |
-                            O_ASYNC;
-constexpr int kSettableBits = O_APPEND | O_NONBLOCK | O_DIRECT | O_NOATIME | O_ASYNC;
+
+}  // namespace
 
 bool Enabled() { return __atomic_load_n(&dlckpt_enabled, __ATOMIC_RELAXED) != 0; }
 
-long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0) {
-  return syscall(n, a, b, c, d);
-}
+long Sys(long n, long a, long b, long c, long d) { return syscall(n, a, b, c, d); }
 
 void Warn(const std::string& msg) {
   std::string line = "dlckpt: " + msg + "\n";
@@ -76,8 +73,6 @@ int64_t WallNanos() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
 }
 
-}  // namespace
-
 bool InInternal() noexcept { return t_depth > 0; }
 InternalScope::InternalScope() noexcept { ++t_depth; }
 InternalScope::~InternalScope() { --t_depth; }
@@ -94,25 +89,6 @@ int FailErrno(int err) {
 }
 
 // ---- the process --------------------------------------------------------------------
-
-struct Process {
-  Process();
-
-  PrefixSet prefixes;
-  std::shared_mutex store_mu;
-  memfs::Store* store = nullptr;   // owned; guarded by store_mu
-  bool shutdown = false;           // guarded by store_mu
-  std::atomic<uint64_t> generation{1};
-  std::mutex config_mu;
-  StoreConfig config;              // guarded by config_mu
-  FdTable<OpenFile> fds;
-  mode_t umask_bits = 022;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  int64_t start_ns = 0;
-  std::atomic<uint32_t> block_size{64u << 10};
-  std::atomic<bool> warned_store{false};
-};
 
 namespace {
 
@@ -148,7 +124,7 @@ void AtForkChild() {
 
 }  // namespace
 
-Process::Process() {
+Process::Process() : fds(&dlckpt_ic_fd_count) {
   const char* spec = getenv("DLCKPT_PREFIX");
   if (spec != nullptr && *spec != '\0') {
     std::vector<std::string> rejected;
@@ -225,10 +201,7 @@ Result<int> RankFromEnv() {
   return 0;
 }
 
-struct Resolved {
-  std::string name;
-  memfs::StoreOptions options;
-};
+}  // namespace
 
 Result<Resolved> ResolveConfig() {
   Process& p = P();
@@ -273,12 +246,15 @@ Result<Resolved> ResolveConfig() {
   return r;
 }
 
+namespace {
+
 void WarnStoreOnce(const Status& s) {
   if (P().warned_store.exchange(true)) return;
   Warn("memfs store unavailable, calls under the prefix fail: " + s.ToString());
 }
 
-// Attaches (or creates) the process store. Caller holds store_mu exclusively.
+}  // namespace
+
 int AttachLocked(bool create) {
   Process& p = P();
   if (p.shutdown) return EIO;
@@ -301,6 +277,7 @@ int AttachLocked(bool create) {
     return store.status().code();
   }
   p.store = std::move(store).value().release();
+  p.owner_pid = static_cast<pid_t>(Sys(SYS_getpid));
   p.block_size.store(static_cast<uint32_t>(p.store->stats().block_size));
   return 0;
 }
@@ -315,7 +292,15 @@ void DestroyStoreLocked() {
   }
 }
 
-}  // namespace
+void ReleaseIfIdle() {
+  Process& p = P();
+  if (p.sticky.load() || Disabled()) return;
+  InternalScope in;
+  std::unique_lock<std::shared_mutex> ex(p.store_mu);
+  if (p.sticky.load() || p.store == nullptr) return;
+  delete p.store;  // saves the working files; descriptors of directories stay valid
+  p.store = nullptr;
+}
 
 int StoreRef::Acquire(bool attach, bool create) {
   Process& p = P();
@@ -356,12 +341,12 @@ OpenFile::~OpenFile() {
   }
 }
 
-namespace {
-
 bool Live(const StoreRef& ref, const OpenFile& f) {
   if (f.generation != ref.generation()) return false;
   return f.kind != OpenFile::Kind::kFile || ref.store() != nullptr;
 }
+
+namespace {
 
 // A placeholder: an O_PATH descriptor on a sealed, empty memfd. Every I/O
 // call that reaches the kernel with it fails (EBADF); reopening it through
@@ -394,6 +379,8 @@ uint64_t PathHash(std::string_view s) {
   return h | (1ull << 62);
 }
 
+}  // namespace
+
 memfs::FileInfo SynthDir(const std::string& path) {
   memfs::FileInfo fi;
   fi.path = path;
@@ -403,13 +390,8 @@ memfs::FileInfo SynthDir(const std::string& path) {
   return fi;
 }
 
-}  // namespace
-
 uint64_t SynthIno(std::string_view path) { return PathHash(path); }
 
-namespace {
-
-// ENOTDIR if an ancestor of `path` is a regular memfs file.
 int CheckParents(memfs::Store* s, const std::string& path) {
   if (s == nullptr) return 0;
   for (size_t slash = path.find('/', 1); slash != std::string::npos;
@@ -420,10 +402,19 @@ int CheckParents(memfs::Store* s, const std::string& path) {
   return 0;
 }
 
+namespace {
+
 // The directory a relative path is resolved against: the working directory,
 // or the directory of a real descriptor. False if it cannot be named.
 bool BaseDir(int dirfd, std::string* out) {
   char buf[PATH_MAX + 1];
+  if (dirfd == AT_FDCWD && P().has_vcwd.load()) {
+    std::lock_guard<std::mutex> lock(P().cwd_mu);
+    if (!P().vcwd.empty()) {
+      *out = P().vcwd;
+      return true;
+    }
+  }
   if (dirfd == AT_FDCWD) {
     long n = Sys(SYS_getcwd, reinterpret_cast<long>(buf), sizeof buf);
     if (n <= 0 || buf[0] != '/') return false;
@@ -479,7 +470,8 @@ Route Resolve(int dirfd, const char* path, std::string* out, int* err) {
     *out = std::move(norm);
     return Route::kMemfs;
   } else {
-    if (!Enabled() && !HasDotDot(sv)) return Route::kOs;
+    bool in_vcwd = dirfd == AT_FDCWD && p.has_vcwd.load();
+    if (!Enabled() && !in_vcwd && !HasDotDot(sv)) return Route::kOs;
     std::string base;
     if (!BaseDir(dirfd, &base)) return Route::kOs;
     norm = JoinAndNormalize(base, sv);
@@ -530,8 +522,6 @@ void FillStat(const memfs::FileInfo& fi, struct stat* st) {
   st->st_atim = st->st_mtim = st->st_ctim = ts;
 }
 
-namespace {
-
 void FillStatx(const memfs::FileInfo& fi, struct statx* stx) {
   struct stat st;
   FillStat(fi, &st);
@@ -550,8 +540,6 @@ void FillStatx(const memfs::FileInfo& fi, struct statx* stx) {
   stx->stx_dev_major = static_cast<uint32_t>(kMemfsDevMajor);
   stx->stx_dev_minor = 0;
 }
-
-}  // namespace
 
 int OpenPath(const std::string& path, int flags, mode_t mode) {
   InternalScope in;
@@ -595,6 +583,7 @@ int OpenPath(const std::string& path, int flags, mode_t mode) {
       return Fail(r.status());
     }
     memfs_fd = *r;
+    p.sticky.store(true);
   }
   int status = opath ? O_PATH : (acc | (flags & kStatusBits) | O_LARGEFILE);
   if (kind == OpenFile::Kind::kDir && (flags & O_DIRECTORY)) status |= O_DIRECTORY;
@@ -618,1005 +607,13 @@ std::shared_ptr<OpenFile> FdFile(int fd, StoreRef* ref) {
   return f;
 }
 
-namespace {
-
-// ---- descriptor operations -------------------------------------------------------------
-
-// The common shape of an operation on a descriptor: not ours -> 0; stale ->
-// EBADF; else `op(ref, file, err)` returning the result (err set on -1).
-template <class R, class Op>
-int OnFd(int fd, R* out, Op&& op) {
-  if (Disabled() || InInternal() || !Fds().Contains(fd)) return 0;
-  int err = 0;
-  R r;
-  try {
-    InternalScope in;
-    StoreRef ref;
-    ref.Acquire(false, false);
-    std::shared_ptr<OpenFile> f = Fds().Get(fd);
-    if (f == nullptr) return 0;
-    if (!Live(ref, *f)) {
-      r = static_cast<R>(-1);
-      err = EBADF;
-    } else {
-      r = op(ref, *f, err);
-    }
-  } catch (...) {
-    r = static_cast<R>(-1);
-    err = ENOMEM;
-  }
-  *out = r;
-  if (err != 0) errno = err;
-  return 1;
-}
-
-using Kind = OpenFile::Kind;
-
-// EBADF / EISDIR for what cannot be read or written as a file.
-int FileOnly(const OpenFile& f) {
-  if (f.kind == Kind::kPath) return EBADF;
-  if (f.kind == Kind::kDir) return EISDIR;
-  return 0;
-}
-
-ssize_t ReadOp(StoreRef& ref, OpenFile& f, void* buf, size_t len, off_t off, int& err) {
-  if ((err = FileOnly(f)) != 0) return -1;
-  auto r = off < 0 ? ref.store()->Read(f.memfs_fd, buf, len)
-                   : ref.store()->Pread(f.memfs_fd, buf, len, static_cast<uint64_t>(off));
-  if (!r.ok()) {
-    err = r.status().code();
-    return -1;
-  }
-  return static_cast<ssize_t>(*r);
-}
-
-// O_APPEND added after open (fcntl F_SETFL, fdopen "a") is emulated here.
-bool EmulatedAppend(const OpenFile& f) {
-  return !f.native_append && (f.status_flags.load() & O_APPEND) != 0;
-}
-
-ssize_t WriteOp(StoreRef& ref, OpenFile& f, const void* buf, size_t len, off_t off, int& err) {
-  if (f.kind == Kind::kPath) {
-    err = EBADF;
-    return -1;
-  }
-  if (f.kind == Kind::kDir) {
-    err = EBADF;  // a directory is never open for writing
-    return -1;
-  }
-  memfs::Store* s = ref.store();
-  Result<size_t> r = size_t{0};
-  if (EmulatedAppend(f)) {
-    std::lock_guard<std::mutex> lock(f.append_mu);
-    auto end = s->Fstat(f.memfs_fd);
-    if (!end.ok()) {
-      err = end.status().code();
-      return -1;
-    }
-    if (off < 0) {
-      auto sk = s->Seek(f.memfs_fd, 0, SEEK_END);
-      if (!sk.ok()) {
-        err = sk.status().code();
-        return -1;
-      }
-      r = s->Write(f.memfs_fd, buf, len);
-    } else {
-      r = s->Pwrite(f.memfs_fd, buf, len, end->size);
-    }
-  } else {
-    r = off < 0 ? s->Write(f.memfs_fd, buf, len)
-                : s->Pwrite(f.memfs_fd, buf, len, static_cast<uint64_t>(off));
-  }
-  if (!r.ok()) {
-    err = r.status().code();
-    return -1;
-  }
-  return static_cast<ssize_t>(*r);
-}
-
-template <bool kWrite>
-ssize_t VectorOp(StoreRef& ref, OpenFile& f, const struct iovec* iov, int cnt, off_t off,
-                 int& err) {
-  if (cnt < 0 || cnt > IOV_MAX) {
-    err = EINVAL;
-    return -1;
-  }
-  ssize_t total = 0;
-  for (int i = 0; i < cnt; ++i) {
-    if (iov[i].iov_len == 0) continue;
-    off_t at = off < 0 ? -1 : off + total;
-    ssize_t n = kWrite ? WriteOp(ref, f, iov[i].iov_base, iov[i].iov_len, at, err)
-                       : ReadOp(ref, f, iov[i].iov_base, iov[i].iov_len, at, err);
-    if (n < 0) {
-      if (total > 0) {
-        err = 0;
-        return total;
-      }
-      return -1;
-    }
-    total += n;
-    if (static_cast<size_t>(n) < iov[i].iov_len) break;
-  }
-  return total;
-}
-
-int FstatOp(StoreRef& ref, OpenFile& f, struct stat* st, int& err) {
-  if (f.kind == Kind::kFile) {
-    auto fi = ref.store()->Fstat(f.memfs_fd);
-    if (!fi.ok()) {
-      err = fi.status().code();
-      return -1;
-    }
-    FillStat(*fi, st);
-    return 0;
-  }
-  Entry ent;
-  if ((err = Lookup(ref.store(), f.path, &ent)) != 0) return -1;
-  if (ent.type == Entry::Type::kNone) ent.info = SynthDir(f.path);  // removed while open
-  FillStat(ent.info, st);
-  return 0;
-}
-
-// Reads up to len bytes from fd (memfs or OS) for the copy emulation.
-ssize_t CopyRead(StoreRef& ref, int fd, void* buf, size_t len, off_t* off, int& err) {
-  std::shared_ptr<OpenFile> f = Fds().Get(fd);
-  ssize_t n;
-  if (f != nullptr) {
-    if (!Live(ref, *f)) {
-      err = EBADF;
-      return -1;
-    }
-    n = ReadOp(ref, *f, buf, len, off ? *off : -1, err);
-  } else {
-    n = off ? Sys(SYS_pread64, fd, reinterpret_cast<long>(buf), static_cast<long>(len), *off)
-            : Sys(SYS_read, fd, reinterpret_cast<long>(buf), static_cast<long>(len));
-    if (n < 0) err = errno;
-  }
-  if (n > 0 && off) *off += n;
-  return n;
-}
-
-ssize_t CopyWrite(StoreRef& ref, int fd, const char* buf, size_t len, off_t* off, int& err) {
-  std::shared_ptr<OpenFile> f = Fds().Get(fd);
-  if (f != nullptr && !Live(ref, *f)) {
-    err = EBADF;
-    return -1;
-  }
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n;
-    off_t at = off ? *off + static_cast<off_t>(done) : -1;
-    if (f != nullptr) {
-      n = WriteOp(ref, *f, buf + done, len - done, at, err);
-    } else {
-      n = off ? Sys(SYS_pwrite64, fd, reinterpret_cast<long>(buf + done),
-                    static_cast<long>(len - done), at)
-              : Sys(SYS_write, fd, reinterpret_cast<long>(buf + done),
-                    static_cast<long>(len - done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) err = errno;
-    }
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
-  }
-  if (off) *off += static_cast<off_t>(done);
-  if (done > 0) err = 0;
-  return done > 0 || len == 0 ? static_cast<ssize_t>(done) : -1;
-}
-
-// ---- path operations ---------------------------------------------------------------------
-
-// The common shape of a path operation: routed to the OS -> 0; else
-// `op(path, err)` with the normalised memfs path.
-template <class Op>
-int OnPath(int dirfd, const char* path, int* out, Op&& op) {
-  if (Disabled() || InInternal()) return 0;
-  int err = 0;
-  int r;
-  try {
-    InternalScope in;
-    std::string p;
-    Route route = Resolve(dirfd, path, &p, &err);
-    if (route == Route::kOs) return 0;
-    r = route == Route::kError ? -1 : op(p, err);
-  } catch (...) {
-    r = -1;
-    err = ENOMEM;
-  }
-  *out = r;
-  if (r < 0) errno = err != 0 ? err : EIO;
-  return 1;
-}
-
-// Attaches the store for a path operation; ENOENT (no store) leaves `ref`
-// locked with a null store, which Lookup treats as an empty memfs.
-int AcquireForPath(StoreRef* ref, bool create) {
-  int e = ref->Acquire(true, create);
-  return e == ENOENT ? 0 : e;
-}
-
-bool IsRootOrAncestor(const std::string& p) {
-  return P().prefixes.IsRoot(p) || P().prefixes.IsAncestor(p);
-}
-
-int RemoveOp(const std::string& p, bool dir, bool either, int& err) {
-  StoreRef ref;
-  if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-  memfs::Store* s = ref.store();
-  Entry ent;
-  if ((err = Lookup(s, p, &ent)) != 0) return -1;
-  if (ent.type == Entry::Type::kNone) {
-    err = ENOENT;
-    return -1;
-  }
-  bool is_dir = ent.type == Entry::Type::kDir;
-  if (either) dir = is_dir;
-  if (!dir) {
-    if (is_dir) {
-      err = EISDIR;
-      return -1;
-    }
-    Status st = s->Unlink(p);
-    err = st.code();
-    return st.ok() ? 0 : -1;
-  }
-  if (!is_dir) {
-    err = ENOTDIR;
-    return -1;
-  }
-  if (IsRootOrAncestor(p)) {
-    err = EBUSY;
-    return -1;
-  }
-  auto node = s->Stat(p);
-  if (!node.ok()) {
-    err = ENOTEMPTY;  // implied by the files below it
-    return -1;
-  }
-  Status st = s->Rmdir(p);
-  err = st.code();
-  return st.ok() ? 0 : -1;
-}
-
-}  // namespace
-
-// ---- descriptor helpers for stdio.cc and dir.cc ---------------------------------------------
-
-ssize_t FdRead(int fd, void* buf, size_t len) {
-  ssize_t r;
-  if (Disabled() || !Fds().Contains(fd)) return FailErrno(EBADF);
-  InternalScope in;
-  StoreRef ref;
-  std::shared_ptr<OpenFile> f = FdFile(fd, &ref);
-  if (f == nullptr) return -1;
-  int err = 0;
-  r = ReadOp(ref, *f, buf, len, -1, err);
-  if (r < 0) errno = err;
-  return r;
-}
-
-ssize_t FdWrite(int fd, const void* buf, size_t len) {
-  ssize_t r;
-  if (Disabled() || !Fds().Contains(fd)) return FailErrno(EBADF);
-  InternalScope in;
-  StoreRef ref;
-  std::shared_ptr<OpenFile> f = FdFile(fd, &ref);
-  if (f == nullptr) return -1;
-  int err = 0;
-  r = WriteOp(ref, *f, buf, len, -1, err);
-  if (r < 0) errno = err;
-  return r;
-}
-
-off_t FdSeek(int fd, off_t offset, int whence) {
-  off_t r = -1;
-  if (dlckpt_ic_lseek(fd, offset, whence, &r)) return r;
-  return FailErrno(EBADF);
-}
-
-int FdClose(int fd) {
-  if (!Disabled() && Fds().Contains(fd)) {
-    InternalScope in;
-    StoreRef ref;
-    ref.Acquire(false, false);
-    std::shared_ptr<OpenFile> f = Fds().Take(fd);
-    if (f != nullptr) {
-      Sys(SYS_close, fd);
-      return 0;
-    }
-  }
-  return FailErrno(EBADF);
-}
-
-int FdSetAppend(int fd) {
-  StoreRef ref;
-  std::shared_ptr<OpenFile> f = FdFile(fd, &ref);
-  if (f == nullptr) return -1;
-  f->status_flags.fetch_or(O_APPEND);
-  return 0;
-}
-
 }  // namespace dlckpt::intercept::internal
 
 // ---- the C boundary -------------------------------------------------------------------------
 
 using namespace dlckpt::intercept::internal;  // NOLINT(google-build-using-namespace)
-using dlckpt::intercept::internal::Kind;
-namespace memfs = dlckpt::memfs;
 
 extern "C" {
-
-int dlckpt_ic_close(int fd, int* out) {
-  if (Disabled() || InInternal() || !Fds().Contains(fd)) return 0;
-  InternalScope in;
-  StoreRef ref;
-  ref.Acquire(false, false);
-  std::shared_ptr<OpenFile> f = Fds().Take(fd);
-  if (f == nullptr) return 0;
-  Sys(SYS_close, fd);  // the placeholder; the memfs handle closes with the last reference
-  *out = 0;
-  return 1;
-}
-
-void dlckpt_ic_forget_range(unsigned lo, unsigned hi) {
-  if (Disabled() || Fds().Empty()) return;
-  InternalScope in;
-  StoreRef ref;
-  ref.Acquire(false, false);
-  int l = lo > static_cast<unsigned>(INT_MAX) ? INT_MAX : static_cast<int>(lo);
-  int h = hi > static_cast<unsigned>(INT_MAX) ? INT_MAX : static_cast<int>(hi);
-  auto dropped = Fds().TakeRange(l, h);
-  dropped.clear();  // under the store lock
-}
-
-int dlckpt_ic_read(int fd, void* buf, size_t len, ssize_t* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) {
-    return ReadOp(ref, f, buf, len, -1, err);
-  });
-}
-
-int dlckpt_ic_write(int fd, const void* buf, size_t len, ssize_t* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) {
-    return WriteOp(ref, f, buf, len, -1, err);
-  });
-}
-
-int dlckpt_ic_pread(int fd, void* buf, size_t len, off_t off, ssize_t* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) -> ssize_t {
-    if (off < 0) {
-      err = EINVAL;
-      return -1;
-    }
-    return ReadOp(ref, f, buf, len, off, err);
-  });
-}
-
-int dlckpt_ic_pwrite(int fd, const void* buf, size_t len, off_t off, ssize_t* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) -> ssize_t {
-    if (off < 0) {
-      err = EINVAL;
-      return -1;
-    }
-    return WriteOp(ref, f, buf, len, off, err);
-  });
-}
-
-int dlckpt_ic_readv(int fd, const struct iovec* iov, int cnt, off_t off, ssize_t* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) {
-    return VectorOp<false>(ref, f, iov, cnt, off, err);
-  });
-}
-
-int dlckpt_ic_writev(int fd, const struct iovec* iov, int cnt, off_t off, ssize_t* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) {
-    return VectorOp<true>(ref, f, iov, cnt, off, err);
-  });
-}
-
-int dlckpt_ic_lseek(int fd, off_t off, int whence, off_t* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) -> off_t {
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    if (f.kind == Kind::kDir) return 0;
-    auto r = ref.store()->Seek(f.memfs_fd, off, whence);
-    if (!r.ok()) {
-      err = r.status().code();
-      return -1;
-    }
-    return static_cast<off_t>(*r);
-  });
-}
-
-int dlckpt_ic_fstat(int fd, struct stat* st, int* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) {
-    return FstatOp(ref, f, st, err);
-  });
-}
-
-int dlckpt_ic_ftruncate(int fd, off_t len, int* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) -> int {
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    if (f.kind == Kind::kDir || len < 0) {
-      err = EINVAL;
-      return -1;
-    }
-    dlckpt::Status s = ref.store()->Ftruncate(f.memfs_fd, static_cast<uint64_t>(len));
-    err = s.code();
-    return s.ok() ? 0 : -1;
-  });
-}
-
-int dlckpt_ic_fsync(int fd, int* out) {
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    return 0;  // the data is already in the store
-  });
-}
-
-int dlckpt_ic_dup(int fd, int* out) {
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    long n = Sys(SYS_fcntl, fd, F_DUPFD, 0);
-    if (n < 0) {
-      err = errno;
-      return -1;
-    }
-    std::shared_ptr<OpenFile> old;
-    if (!Fds().Set(static_cast<int>(n), Fds().Get(fd), &old)) {
-      Sys(SYS_close, n);
-      err = EMFILE;
-      return -1;
-    }
-    (void)f;
-    return static_cast<int>(n);
-  });
-}
-
-int dlckpt_ic_dup3(int oldfd, int newfd, int flags, int is_dup2, int* out) {
-  if (Disabled() || InInternal()) return 0;
-  bool old_memfs = Fds().Contains(oldfd);
-  if (!old_memfs && !Fds().Contains(newfd)) return 0;
-  int err = 0;
-  int r = -1;
-  {
-    InternalScope in;
-    StoreRef ref;
-    ref.Acquire(false, false);
-    std::shared_ptr<OpenFile> f = old_memfs ? Fds().Get(oldfd) : nullptr;
-    if (f != nullptr) {
-      if (!Live(ref, *f)) {
-        err = EBADF;
-      } else if (oldfd == newfd) {
-        if (is_dup2) {
-          r = newfd;
-        } else {
-          err = EINVAL;
-        }
-      } else {
-        long n = is_dup2 ? Sys(SYS_dup2, oldfd, newfd) : Sys(SYS_dup3, oldfd, newfd, flags);
-        if (n < 0) {
-          err = errno;
-        } else {
-          std::shared_ptr<OpenFile> replaced;
-          if (Fds().Set(newfd, f, &replaced)) {
-            r = newfd;
-          } else {
-            Sys(SYS_close, newfd);
-            err = EMFILE;
-          }
-        }
-      }
-    } else {
-      // A real descriptor onto a memfs descriptor's number.
-      long n = is_dup2 ? Sys(SYS_dup2, oldfd, newfd) : Sys(SYS_dup3, oldfd, newfd, flags);
-      if (n < 0) {
-        err = errno;
-      } else {
-        if (oldfd != newfd) Fds().Take(newfd);
-        r = static_cast<int>(n);
-      }
-    }
-  }
-  *out = r;
-  if (r < 0) errno = err;
-  return 1;
-}
-
-int dlckpt_ic_fcntl(int fd, int cmd, void* arg, int* out) {
-  switch (cmd) {
-    case F_GETFD:
-    case F_SETFD:
-      return 0;  // close-on-exec lives on the placeholder descriptor
-    default:
-      break;
-  }
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    switch (cmd) {
-      case F_DUPFD:
-      case F_DUPFD_CLOEXEC: {
-        long n = Sys(SYS_fcntl, fd, cmd, reinterpret_cast<long>(arg));
-        if (n < 0) {
-          err = errno;
-          return -1;
-        }
-        std::shared_ptr<OpenFile> old;
-        if (!Fds().Set(static_cast<int>(n), Fds().Get(fd), &old)) {
-          Sys(SYS_close, n);
-          err = EMFILE;
-          return -1;
-        }
-        return static_cast<int>(n);
-      }
-      case F_GETFL:
-        return f.status_flags.load();
-      case F_SETFL: {
-        if (f.kind == Kind::kPath) {
-          err = EBADF;
-          return -1;
-        }
-        int want = static_cast<int>(reinterpret_cast<long>(arg));
-        int cur = f.status_flags.load();
-        int next = (cur & ~kSettableBits) | (want & kSettableBits);
-        if (f.native_append && !(next & O_APPEND)) {
-          err = EINVAL;  // memfs cannot drop O_APPEND from an open handle
-          return -1;
-        }
-        f.status_flags.store(next);
-        return 0;
-      }
-      case F_GETLK:
-      case F_OFD_GETLK: {
-        auto* fl = static_cast<struct flock*>(arg);
-        if (fl == nullptr) {
-          err = EFAULT;
-          return -1;
-        }
-        fl->l_type = F_UNLCK;  // nobody else can open this process's store
-        return 0;
-      }
-      case F_SETLK:
-      case F_SETLKW:
-      case F_OFD_SETLK:
-      case F_OFD_SETLKW:
-        if (f.kind == Kind::kPath) {
-          err = EBADF;
-          return -1;
-        }
-        return 0;
-      default:
-        err = EINVAL;
-        return -1;
-    }
-  });
-}
-
-int dlckpt_ic_ioctl(int fd, unsigned long request, void* arg, int* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) -> int {
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    switch (request) {
-      case FIOCLEX:
-      case FIONCLEX: {
-        long r = Sys(SYS_fcntl, fd, F_SETFD, request == FIOCLEX ? FD_CLOEXEC : 0);
-        if (r < 0) err = errno;
-        return r < 0 ? -1 : 0;
-      }
-      case FIONBIO: {
-        if (arg == nullptr) {
-          err = EFAULT;
-          return -1;
-        }
-        if (*static_cast<int*>(arg)) {
-          f.status_flags.fetch_or(O_NONBLOCK);
-        } else {
-          f.status_flags.fetch_and(~O_NONBLOCK);
-        }
-        return 0;
-      }
-      case FIONREAD: {
-        if (arg == nullptr) {
-          err = EFAULT;
-          return -1;
-        }
-        if (f.kind != Kind::kFile) {
-          err = EISDIR;
-          return -1;
-        }
-        auto fi = ref.store()->Fstat(f.memfs_fd);
-        auto pos = ref.store()->Seek(f.memfs_fd, 0, SEEK_CUR);
-        if (!fi.ok() || !pos.ok()) {
-          err = EBADF;
-          return -1;
-        }
-        uint64_t left = fi->size > *pos ? fi->size - *pos : 0;
-        *static_cast<int*>(arg) = static_cast<int>(std::min<uint64_t>(left, INT_MAX));
-        return 0;
-      }
-      default:
-        err = ENOTTY;
-        return -1;
-    }
-  });
-}
-
-int dlckpt_ic_flock(int fd, int op, int* out) {
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    (void)op;
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    return 0;  // the store belongs to this process alone
-  });
-}
-
-int dlckpt_ic_isatty(int fd, int* out) {
-  int handled = OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    err = f.kind == Kind::kPath ? EBADF : ENOTTY;
-    return -1;
-  });
-  if (handled) *out = 0;  // errno already ENOTTY / EBADF
-  return handled;
-}
-
-int dlckpt_ic_fchmod(int fd, mode_t mode, int* out) {
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    (void)mode;
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    return 0;  // memfs keeps the creation mode; changes are accepted and not recorded
-  });
-}
-
-int dlckpt_ic_fallocate(int fd, int mode, off_t off, off_t len, int* out) {
-  return OnFd(fd, out, [&](StoreRef& ref, OpenFile& f, int& err) -> int {
-    if ((err = FileOnly(f)) != 0) return -1;
-    if (off < 0 || len <= 0) {
-      err = EINVAL;
-      return -1;
-    }
-    if (mode == FALLOC_FL_KEEP_SIZE) return 0;
-    if (mode != 0) {
-      err = EOPNOTSUPP;
-      return -1;
-    }
-    if (!(f.status_flags.load() & O_ACCMODE)) {
-      err = EBADF;
-      return -1;
-    }
-    auto fi = ref.store()->Fstat(f.memfs_fd);
-    if (!fi.ok()) {
-      err = fi.status().code();
-      return -1;
-    }
-    uint64_t end = static_cast<uint64_t>(off) + static_cast<uint64_t>(len);
-    if (end <= fi->size) return 0;
-    dlckpt::Status s = ref.store()->Ftruncate(f.memfs_fd, end);
-    err = s.code();
-    return s.ok() ? 0 : -1;
-  });
-}
-
-int dlckpt_ic_fadvise(int fd, int* out) {
-  int r = 0;
-  int handled = OnFd(fd, &r, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    (void)err;
-    return f.kind == Kind::kPath ? EBADF : 0;
-  });
-  if (handled) *out = r < 0 ? EBADF : r;
-  return handled;
-}
-
-int dlckpt_ic_mmap_refused(int fd) {
-  return !Disabled() && !InInternal() && Fds().Contains(fd);
-}
-
-int dlckpt_ic_copy(int in_fd, off_t* in_off, int out_fd, off_t* out_off, size_t len,
-                   ssize_t* out) {
-  if (Disabled() || InInternal()) return 0;
-  if (!Fds().Contains(in_fd) && !Fds().Contains(out_fd)) return 0;
-  constexpr size_t kChunk = 1 << 20;
-  int err = 0;
-  ssize_t r = -1;
-  try {
-    InternalScope in;
-    StoreRef ref;
-    ref.Acquire(false, false);
-    size_t want = std::min(len, kChunk);
-    std::vector<char> buf(want);
-    off_t in_pos = in_off ? *in_off : 0;
-    ssize_t n = CopyRead(ref, in_fd, buf.data(), want, in_off ? &in_pos : nullptr, err);
-    if (n > 0) {
-      off_t out_pos = out_off ? *out_off : 0;
-      ssize_t w = CopyWrite(ref, out_fd, buf.data(), static_cast<size_t>(n),
-                            out_off ? &out_pos : nullptr, err);
-      if (w >= 0) {
-        if (w < n && !in_off) {
-          // Give back what was read but not written.
-          std::shared_ptr<OpenFile> f = Fds().Get(in_fd);
-          if (f != nullptr && f->kind == Kind::kFile) {
-            (void)ref.store()->Seek(f->memfs_fd, -(n - w), SEEK_CUR);
-          } else {
-            Sys(SYS_lseek, in_fd, -(n - w), SEEK_CUR);
-          }
-        }
-        if (in_off) *in_off += w;
-        if (out_off) *out_off = out_pos;
-        r = w;
-      }
-    } else {
-      r = n;
-    }
-  } catch (...) {
-    r = -1;
-    err = ENOMEM;
-  }
-  *out = r;
-  if (r < 0) errno = err;
-  return 1;
-}
-
-// ---- paths ----
-
-int dlckpt_ic_open(int dirfd, const char* path, int flags, mode_t mode, int* out) {
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    int fd = OpenPath(p, flags, mode);
-    if (fd < 0) err = errno;
-    return fd;
-  });
-}
-
-int dlckpt_ic_stat(int dirfd, const char* path, struct stat* st, int flags, int* out) {
-  if (path != nullptr && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
-    return dlckpt_ic_fstat(dirfd, st, out);
-  }
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
-    FillStat(ent.info, st);
-    return 0;
-  });
-}
-
-int dlckpt_ic_statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* stx,
-                    int* out) {
-  (void)mask;
-  if (path != nullptr && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
-    struct stat st;
-    int handled = OnFd(dirfd, out, [&](StoreRef& ref, OpenFile& f, int& err) {
-      return FstatOp(ref, f, &st, err);
-    });
-    if (handled && *out == 0) {
-      dlckpt::memfs::FileInfo fi;
-      fi.ino = st.st_ino;
-      fi.mode = st.st_mode;
-      fi.size = static_cast<uint64_t>(st.st_size);
-      fi.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-      FillStatx(fi, stx);
-    }
-    return handled;
-  }
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
-    FillStatx(ent.info, stx);
-    return 0;
-  });
-}
-
-int dlckpt_ic_access(int dirfd, const char* path, int mode, int flags, int* out) {
-  (void)flags;
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
-    if ((mode & X_OK) && !(ent.info.mode & 0111)) {
-      err = EACCES;
-      return -1;
-    }
-    return 0;
-  });
-}
-
-int dlckpt_ic_unlink(int dirfd, const char* path, int flags, int* out) {
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    return RemoveOp(p, (flags & AT_REMOVEDIR) != 0, false, err);
-  });
-}
-
-int dlckpt_ic_remove(const char* path, int* out) {
-  return OnPath(AT_FDCWD, path, out, [&](const std::string& p, int& err) {
-    return RemoveOp(p, false, true, err);
-  });
-}
-
-int dlckpt_ic_rename(int olddirfd, const char* oldpath, int newdirfd, const char* newpath,
-                     unsigned flags, int* out) {
-  if (Disabled() || InInternal()) return 0;
-  int err = 0;
-  int r = -1;
-  try {
-    InternalScope in;
-    std::string from, to;
-    Route rf = Resolve(olddirfd, oldpath, &from, &err);
-    int err2 = 0;
-    Route rt = Resolve(newdirfd, newpath, &to, &err2);
-    if (rf == Route::kOs && rt == Route::kOs) return 0;
-    if (rf == Route::kError || rt == Route::kError) {
-      if (err == 0) err = err2;
-    } else if (rf != rt) {
-      err = EXDEV;  // between memfs and a disk file system
-    } else if (flags & ~static_cast<unsigned>(RENAME_NOREPLACE)) {
-      err = EINVAL;
-    } else {
-      StoreRef ref;
-      if ((err = AcquireForPath(&ref, false)) == 0) {
-        memfs::Store* s = ref.store();
-        Entry src, dst;
-        if ((err = Lookup(s, from, &src)) == 0 && (err = Lookup(s, to, &dst)) == 0) {
-          if (src.type == Entry::Type::kNone) {
-            err = ENOENT;
-          } else if (IsRootOrAncestor(from) || IsRootOrAncestor(to)) {
-            err = EBUSY;
-          } else if (from == to) {
-            r = 0;
-          } else if ((flags & RENAME_NOREPLACE) && dst.type != Entry::Type::kNone) {
-            err = EEXIST;
-          } else if (src.type == Entry::Type::kFile && dst.type == Entry::Type::kDir) {
-            err = EISDIR;
-          } else if (src.type == Entry::Type::kDir && dst.type == Entry::Type::kFile) {
-            err = ENOTDIR;
-          } else if (dst.type == Entry::Type::kDir && !s->Stat(to).ok()) {
-            err = ENOTEMPTY;  // an implied directory has files below it
-          } else if ((err = CheckParents(s, to)) == 0) {
-            if (src.type == Entry::Type::kDir && !s->Stat(from).ok()) {
-              dlckpt::Status mk = s->Mkdir(from, 0755);  // make the implied directory real
-              if (!mk.ok()) err = mk.code();
-            }
-            if (err == 0) {
-              dlckpt::Status st = s->Rename(from, to);
-              err = st.code();
-              if (st.ok()) r = 0;
-            }
-          }
-        }
-      }
-    }
-  } catch (...) {
-    r = -1;
-    err = ENOMEM;
-  }
-  *out = r;
-  if (r < 0) errno = err != 0 ? err : EIO;
-  return 1;
-}
-
-int dlckpt_ic_mkdir(int dirfd, const char* path, mode_t mode, int* out) {
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = ref.Acquire(true, true)) != 0) return -1;
-    memfs::Store* s = ref.store();
-    Entry ent;
-    if ((err = Lookup(s, p, &ent)) != 0) return -1;
-    if (ent.type != Entry::Type::kNone) {
-      err = EEXIST;
-      return -1;
-    }
-    if ((err = CheckParents(s, p)) != 0) return -1;
-    dlckpt::Status st = s->Mkdir(p, mode & ~P().umask_bits & 07777);
-    err = st.code();
-    return st.ok() ? 0 : -1;
-  });
-}
-
-int dlckpt_ic_truncate(const char* path, off_t len, int* out) {
-  return OnPath(AT_FDCWD, path, out, [&](const std::string& p, int& err) {
-    if (len < 0) {
-      err = EINVAL;
-      return -1;
-    }
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
-    if (ent.type == Entry::Type::kDir) {
-      err = EISDIR;
-      return -1;
-    }
-    dlckpt::Status st = ref.store()->Truncate(p, static_cast<uint64_t>(len));
-    err = st.code();
-    return st.ok() ? 0 : -1;
-  });
-}
-
-int dlckpt_ic_chmod(int dirfd, const char* path, mode_t mode, int flags, int* out) {
-  (void)mode;
-  (void)flags;
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
-    return 0;  // accepted, not recorded (see README)
-  });
-}
-
-int dlckpt_ic_mkstemp(char* tmpl, int suffixlen, int flags, int* out) {
-  if (Disabled() || InInternal() || tmpl == nullptr) return 0;
-  {
-    std::string p;
-    int err = 0;
-    InternalScope in;
-    if (Resolve(AT_FDCWD, tmpl, &p, &err) == Route::kOs) return 0;
-  }
-  size_t n = strlen(tmpl);
-  if (suffixlen < 0 || n < 6 + static_cast<size_t>(suffixlen)) {
-    *out = FailErrno(EINVAL);
-    return 1;
-  }
-  char* x = tmpl + n - 6 - suffixlen;
-  for (int i = 0; i < 6; ++i) {
-    if (x[i] != 'X') {
-      *out = FailErrno(EINVAL);
-      return 1;
-    }
-  }
-  static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    unsigned char rnd[6];
-    if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd) {
-      uint64_t t = static_cast<uint64_t>(WallNanos()) * 6364136223846793005ull + attempt;
-      std::memcpy(rnd, &t, sizeof rnd);
-    }
-    for (int i = 0; i < 6; ++i) x[i] = kChars[rnd[i] % (sizeof kChars - 1)];
-    int fd;
-    int handled = dlckpt_ic_open(AT_FDCWD, tmpl, O_RDWR | O_CREAT | O_EXCL | (flags & ~O_ACCMODE),
-                                 0600, &fd);
-    if (!handled) break;
-    if (fd >= 0 || errno != EEXIST) {
-      *out = fd;
-      return 1;
-    }
-  }
-  *out = FailErrno(EEXIST);
-  return 1;
-}
 
 // ---- lifecycle ----
 
@@ -1633,113 +630,17 @@ void dlckpt_ic_shutdown(void) {
   DestroyStoreLocked();
 }
 
+void dlckpt_ic_before_exec(int final) {
+  if (!g_process_made.load() || Disabled()) return;
+  Process& p = P();
+  std::unique_lock<std::shared_mutex> ex(p.store_mu);
+  if (p.store == nullptr || p.owner_pid != static_cast<pid_t>(Sys(SYS_getpid))) return;
+  if (final) p.shutdown = true;
+  DestroyStoreLocked();
+}
+
 void dlckpt_ic_disable(const char* why) {
   if (!g_disabled.exchange(true) && why != nullptr) Warn(why);
 }
 
 }  // extern "C"
-
-// ---- public C++ API ------------------------------------------------------------------------------
-
-namespace dlckpt::intercept {
-
-using internal::P;
-using internal::Process;
-
-Status Configure(const StoreConfig& config) {
-  Process& p = P();
-  internal::InternalScope in;
-  StoreConfig previous;
-  {
-    std::lock_guard<std::mutex> lock(p.config_mu);
-    previous = p.config;
-    p.config = config;
-  }
-  auto name = internal::ResolveConfig();
-  std::shared_lock<std::shared_mutex> lock(p.store_mu);
-  Status result;
-  if (!name.ok()) {
-    result = name.status();
-  } else if (p.store != nullptr && p.store->name() != name->name) {
-    result = Status::Busy("store " + p.store->name() + " is attached; cannot switch to " +
-                          name->name + " before DetachStore()");
-  }
-  if (!result.ok()) {
-    std::lock_guard<std::mutex> cl(p.config_mu);
-    p.config = previous;
-  }
-  return result;
-}
-
-Result<std::string> ProcessStoreName() {
-  internal::InternalScope in;
-  DLCKPT_ASSIGN_OR_RETURN(auto r, internal::ResolveConfig());
-  return r.name;
-}
-
-Result<memfs::Store*> ProcessStore() {
-  internal::InternalScope in;
-  internal::StoreRef ref;
-  int e = ref.Acquire(true, true);
-  if (e != 0) {
-    auto name = ProcessStoreName();
-    return Status::FromErrno(e, "process store " + (name.ok() ? *name : std::string("?")));
-  }
-  return ref.store();
-}
-
-namespace {
-
-template <class Op>
-Status ResetStore(Op&& op) {
-  Process& p = P();
-  internal::InternalScope in;
-  std::unique_lock<std::shared_mutex> ex(p.store_mu);
-  if (p.store == nullptr) {
-    int e = internal::AttachLocked(false);
-    if (e != 0) return Status::FromErrno(e, "process store");
-  }
-  Status s = op(p.store);
-  p.generation.fetch_add(1);  // memfs closed every handle, whatever the outcome
-  return s;
-}
-
-}  // namespace
-
-Status RollbackStore() {
-  return ResetStore([](memfs::Store* s) { return s->Rollback(); });
-}
-
-Status RestoreStore(uint64_t epoch) {
-  return ResetStore([epoch](memfs::Store* s) { return s->Restore(epoch); });
-}
-
-void InvalidateDescriptors() {
-  Process& p = P();
-  std::unique_lock<std::shared_mutex> ex(p.store_mu);
-  p.generation.fetch_add(1);
-}
-
-Status FlushStreams() {
-  if (internal::StreamFlushAll() != 0) return Status::FromErrno(errno, "flushing memfs streams");
-  return Status::OK();
-}
-
-Status DetachStore() {
-  Status flushed = FlushStreams();
-  Process& p = P();
-  std::unique_lock<std::shared_mutex> ex(p.store_mu);
-  internal::DestroyStoreLocked();
-  return flushed;
-}
-
-bool RoutesToMemfs(std::string_view path) {
-  internal::InternalScope in;
-  std::string p(path), out;
-  int err = 0;
-  return internal::Resolve(AT_FDCWD, p.c_str(), &out, &err) == internal::Route::kMemfs;
-}
-
-std::vector<std::string> Prefixes() { return P().prefixes.prefixes(); }
-
-}  // namespace dlckpt::intercept

@@ -15,6 +15,7 @@
 #ifndef DLCKPT_LIBINTERCEPT_CORE_H_
 #define DLCKPT_LIBINTERCEPT_CORE_H_
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -25,6 +26,7 @@
 #include <shared_mutex>
 #include <string>
 
+#include "dlckpt/intercept.h"
 #include "dlckpt/memfs.h"
 #include "dlckpt/status.h"
 #include "fd_table.h"
@@ -45,7 +47,7 @@ class InternalScope final {
 
 // ---- open files -----------------------------------------------------------------
 
-struct OpenFile final {
+struct OpenFile final : std::enable_shared_from_this<OpenFile> {
   enum class Kind { kFile, kDir, kPath };
   OpenFile(Kind k, int memfs, uint64_t gen, std::string p, int flags)
       : kind(k), memfs_fd(memfs), generation(gen), path(std::move(p)), status_flags(flags) {}
@@ -104,6 +106,10 @@ struct Entry {
 // Returns 0 or errno (never ENOENT: that is Type::kNone).
 int Lookup(memfs::Store* store, const std::string& path, Entry* out);
 
+// Detaches the store after an operation if this process never opened a
+// memfs file (see Process::sticky). Call without holding a StoreRef.
+void ReleaseIfIdle();
+
 // Opens memfs `path`; returns the descriptor or -1 with errno.
 int OpenPath(const std::string& path, int flags, mode_t mode);
 
@@ -126,6 +132,71 @@ uint64_t SynthIno(std::string_view path);
 // Sets errno from a Status and returns -1.
 int Fail(const Status& s);
 int FailErrno(int err);
+
+
+// ---- the process (core.cc) ------------------------------------------------------
+
+// All of libintercept's state; made on first use and never destroyed (it is
+// used until the very end of exit).
+struct Process {
+  Process();
+
+  PrefixSet prefixes;
+  std::shared_mutex store_mu;
+  memfs::Store* store = nullptr;   // owned; guarded by store_mu
+  bool shutdown = false;           // guarded by store_mu
+  std::atomic<uint64_t> generation{1};
+  std::mutex config_mu;
+  StoreConfig config;              // guarded by config_mu
+  FdTable<OpenFile> fds;
+  mode_t umask_bits = 022;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  int64_t start_ns = 0;
+  std::atomic<uint32_t> block_size{64u << 10};
+  std::atomic<bool> warned_store{false};
+  // Ownership policy: a process keeps the store attached once it has opened
+  // a memfs file (or asked for ProcessStore()); until then, every operation
+  // that only looks at or renames paths detaches again when it is done, so
+  // a shell that globs or stats /dlckpt never blocks the commands it runs.
+  std::atomic<bool> sticky{false};
+  pid_t owner_pid = 0;             // the process that attached the store; guarded by store_mu
+  std::mutex cwd_mu;
+  std::string vcwd;                // virtual working directory in memfs; guarded by cwd_mu
+  std::atomic<bool> has_vcwd{false};
+};
+
+
+// ---- helpers shared by the core's files ----------------------------------------------
+
+inline constexpr int kStatusBits =
+    O_APPEND | O_NONBLOCK | O_DIRECT | O_NOATIME | O_SYNC | O_DSYNC | O_ASYNC;
+inline constexpr int kSettableBits = O_APPEND | O_NONBLOCK | O_DIRECT | O_NOATIME | O_ASYNC;
+
+// A raw system call: never intercepted, whatever the link mode.
+long Sys(long n, long a = 0, long b = 0, long c = 0, long d = 0);
+// One line "dlckpt: <msg>" on stderr, written with a raw system call.
+void Warn(const std::string& msg);
+int64_t WallNanos();
+// dlckpt_enabled is set.
+bool Enabled();
+// True if `f` is still valid under `ref` (same store generation; a file
+// needs an attached store).
+bool Live(const StoreRef& ref, const OpenFile& f);
+memfs::FileInfo SynthDir(const std::string& path);
+void FillStatx(const memfs::FileInfo& info, struct statx* stx);
+// ENOTDIR if an ancestor of `path` is a regular memfs file, else 0.
+int CheckParents(memfs::Store* s, const std::string& path);
+
+struct Resolved {
+  std::string name;
+  memfs::StoreOptions options;
+};
+// The store name and creation options under Configure() and the environment.
+Result<Resolved> ResolveConfig();
+// Attach (or create) / destroy the process store; store_mu held exclusively.
+int AttachLocked(bool create);
+void DestroyStoreLocked();
 
 // Streams (stdio.cc).
 int StreamFlushAll();

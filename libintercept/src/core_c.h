@@ -21,7 +21,17 @@
 extern "C" {
 #endif
 
+#pragma GCC visibility push(hidden)
+
 struct statx;
+
+#ifndef __cplusplus
+/* The number of memfs descriptors in the process (a std::atomic<long> on the
+ * C++ side). While it is zero no descriptor call can be for memfs, so the
+ * entry points go straight to the OS. */
+extern long dlckpt_ic_fd_count;
+#define DLCKPT_NO_MEMFS_FDS() (__atomic_load_n(&dlckpt_ic_fd_count, __ATOMIC_ACQUIRE) == 0)
+#endif
 
 /* ---- descriptors ---- */
 int dlckpt_ic_close(int fd, int* out);
@@ -76,6 +86,29 @@ int dlckpt_ic_chmod(int dirfd, const char* path, mode_t mode, int flags, int* ou
 /* mkstemp family: tmpl ends with "XXXXXX" followed by suffixlen bytes. */
 int dlckpt_ic_mkstemp(char* tmpl, int suffixlen, int flags, int* out);
 
+/* The path an OS call must use for (dirfd, path) once dlckpt declined it:
+ * `path` itself, or (in a thread-local buffer, valid until this thread's
+ * second next call) the absolute path when the process sits in a memfs
+ * working directory, or when "/dlckpt/../x" climbs out of a prefix the OS
+ * could not walk through. */
+const char* dlckpt_ic_os_path(int dirfd, const char* path);
+
+/* ---- working directory: a memfs directory becomes a virtual cwd ---- */
+int dlckpt_ic_chdir(const char* path, int* out);
+int dlckpt_ic_fchdir(int fd, int* out);
+/* After a successful chdir/fchdir by the OS: the virtual cwd is gone. */
+void dlckpt_ic_cwd_changed(void);
+int dlckpt_ic_getcwd(char* buf, size_t size, char** out);
+int dlckpt_ic_get_current_dir_name(char** out);
+
+/* ---- extended attributes, links, times (path NULL: dirfd is the file) ---- */
+#define DLCKPT_XATTR_GET 0
+#define DLCKPT_XATTR_LIST 1
+#define DLCKPT_XATTR_SET 2
+int dlckpt_ic_xattr(int dirfd, const char* path, int op, ssize_t* out);
+int dlckpt_ic_readlink(int dirfd, const char* path, ssize_t* out);
+int dlckpt_ic_utime(int dirfd, const char* path, int* out);
+
 /* ---- stdio ---- */
 int dlckpt_ic_fopen(const char* path, const char* mode, FILE** out);
 int dlckpt_ic_fdopen(int fd, const char* mode, FILE** out);
@@ -107,10 +140,17 @@ int dlckpt_ic_scandir64(const char* path, struct dirent64*** namelist,
 /* Exit-time: flushes stdio streams, then detaches the store (it keeps its
  * working files). Later memfs calls fail with EIO. Idempotent. */
 void dlckpt_ic_shutdown(void);
+/* Before exec and _exit: detaches the store so its working files survive
+ * (memfs keeps them only on a clean detach). Descriptors go stale (EBADF) if
+ * exec fails. Does nothing in a vfork child (it shares the parent's memory).
+ * `final` (for _exit): later memfs calls fail with EIO. */
+void dlckpt_ic_before_exec(int final);
 /* Turns the core off for good (every call then passes to the OS), printing
  * `why` on stderr once. Used by the preload library when the executable
  * already carries the static wrappers. */
 void dlckpt_ic_disable(const char* why);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core_c.h"
 #include "dlckpt/intercept.h"
@@ -365,6 +367,74 @@ TEST_F(CoreTest, ForkedChildIsCutOff) {
   EXPECT_EQ(Seek(fd, 0, SEEK_SET), 0);
   EXPECT_EQ(Read(fd, 100), "parent+more");
   EXPECT_EQ(Close(fd), 0);
+}
+
+TEST_F(CoreTest, AppendAddedAfterOpen) {
+  int fd = Open("/dlckpt/app.log", O_CREAT | O_RDWR | O_TRUNC);
+  EXPECT_EQ(Write(fd, "ab"), 2);
+  EXPECT_EQ(Seek(fd, 0, SEEK_SET), 0);
+  int r;
+  ASSERT_EQ(dlckpt_ic_fcntl(fd, F_SETFL, reinterpret_cast<void*>(O_APPEND), &r), 1);
+  EXPECT_EQ(r, 0);
+  ASSERT_EQ(dlckpt_ic_fcntl(fd, F_GETFL, nullptr, &r), 1);
+  EXPECT_TRUE(r & O_APPEND);
+  EXPECT_EQ(Write(fd, "c"), 1);  // at the end despite the offset
+  ssize_t n;
+  ASSERT_EQ(dlckpt_ic_pwrite(fd, "d", 1, 0, &n), 1);  // Linux: appends too
+  FILE* f;
+  int d;
+  ASSERT_EQ(dlckpt_ic_dup(fd, &d), 1);
+  ASSERT_EQ(dlckpt_ic_fdopen(d, "a", &f), 1);
+  ASSERT_NE(f, nullptr);
+  fputs("e", f);
+  EXPECT_EQ(fclose(f), 0);
+  EXPECT_EQ(Seek(fd, 0, SEEK_SET), 0);
+  EXPECT_EQ(Read(fd, 10), "abcde");
+  // A native O_APPEND cannot be dropped.
+  int g = Open("/dlckpt/native.log", O_CREAT | O_WRONLY | O_APPEND);
+  ASSERT_EQ(dlckpt_ic_fcntl(g, F_SETFL, reinterpret_cast<void*>(0), &r), 1);
+  EXPECT_EQ(r, -1);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(Close(g), 0);
+  EXPECT_EQ(Close(fd), 0);
+}
+
+TEST_F(CoreTest, ConcurrentWritersAndDups) {
+  constexpr int kThreads = 4, kRounds = 100;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &failures] {
+      std::string path = "/dlckpt/mt/f" + std::to_string(t);
+      std::string payload(3000 + t, static_cast<char>('a' + t));
+      for (int i = 0; i < kRounds; ++i) {
+        int fd = Open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC);
+        int d;
+        if (fd < 0 || dlckpt_ic_dup(fd, &d) != 1 || d < 0) {
+          failures++;
+          continue;
+        }
+        if (Write(fd, payload) != static_cast<ssize_t>(payload.size())) failures++;
+        if (Close(fd) != 0) failures++;
+        if (Seek(d, 0, SEEK_SET) != 0 || Read(d, payload.size() + 10) != payload) failures++;
+        struct stat st;
+        int r;
+        if (dlckpt_ic_stat(AT_FDCWD, path.c_str(), &st, 0, &r) != 1 || r != 0 ||
+            st.st_size != static_cast<off_t>(payload.size())) {
+          failures++;
+        }
+        if (Close(d) != 0) failures++;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  DIR* dir;
+  ASSERT_EQ(dlckpt_ic_opendir("/dlckpt/mt", &dir), 1);
+  int n = 0;
+  while (dlckpt_ic_readdir(dir) != nullptr) ++n;
+  EXPECT_EQ(n, kThreads + 2);
+  EXPECT_EQ(dlckpt_ic_closedir(dir), 0);
 }
 
 TEST_F(CoreTest, ConfigureRefusesToSwitchAttachedStore) {

@@ -211,13 +211,17 @@ int dlckpt_ic_opendir(const char* path, DIR** out) {
       return 1;
     }
     int fd = OpenPath(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    if (fd < 0) return 1;
-    *out = MakeDir(fd, p);
-    if (*out == nullptr) {
-      int e = errno;
-      FdClose(fd);
-      errno = e;
+    if (fd >= 0) {
+      *out = MakeDir(fd, p);
+      if (*out == nullptr) {
+        int e = errno;
+        FdClose(fd);
+        errno = e;
+      }
     }
+    int e = errno;
+    ReleaseIfIdle();
+    errno = e;
   } catch (...) {
     errno = ENOMEM;
     *out = nullptr;
@@ -245,6 +249,9 @@ int dlckpt_ic_fdopendir(int fd, DIR** out) {
       path = f->path;
     }
     *out = MakeDir(fd, path);
+    int e = errno;
+    ReleaseIfIdle();
+    errno = e;
   } catch (...) {
     errno = ENOMEM;
     *out = nullptr;
@@ -302,8 +309,11 @@ int dlckpt_ic_dirfd(DIR* dir) {
 void dlckpt_ic_rewinddir(DIR* dir) {
   MemDir* d = AsMemDir(dir);
   if (d == nullptr) return;
-  std::lock_guard<std::mutex> lock(d->mu);
-  if (Load(d) != 0) d->pos = d->items.size();
+  {
+    std::lock_guard<std::mutex> lock(d->mu);
+    if (Load(d) != 0) d->pos = d->items.size();
+  }
+  ReleaseIfIdle();
 }
 
 long dlckpt_ic_telldir(DIR* dir) {

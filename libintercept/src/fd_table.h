@@ -27,7 +27,9 @@ class FdTable final {
   static constexpr int kChunks = 1024;
   static constexpr int kMaxFd = kChunks * kChunkSize;  // 1 Mi descriptors
 
-  FdTable() {
+  // `mirror`, if given, always holds the number of entries too (for callers
+  // that can only read a plain global).
+  explicit FdTable(std::atomic<long>* mirror = nullptr) : mirror_(mirror) {
     for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
   }
   FdTable(const FdTable&) = delete;
@@ -67,7 +69,7 @@ class FdTable final {
     int i = fd & (kChunkSize - 1);
     std::shared_ptr<T> prev = std::move(c->files[i]);
     c->files[i] = std::move(file);
-    if (!prev) count_.fetch_add(1, std::memory_order_acq_rel);
+    if (!prev) Count(1);
     c->used[i].store(true, std::memory_order_release);
     if (old) *old = std::move(prev);
     return true;
@@ -130,13 +132,19 @@ class FdTable final {
     int i = fd & (kChunkSize - 1);
     c->used[i].store(false, std::memory_order_release);
     std::shared_ptr<T> prev = std::move(c->files[i]);
-    if (prev) count_.fetch_sub(1, std::memory_order_acq_rel);
+    if (prev) Count(-1);
     return prev;
+  }
+
+  void Count(long delta) {
+    count_.fetch_add(delta, std::memory_order_acq_rel);
+    if (mirror_) mirror_->fetch_add(delta, std::memory_order_acq_rel);
   }
 
   mutable std::mutex mu_;
   std::atomic<Chunk*> chunks_[kChunks];
   std::atomic<long> count_{0};
+  std::atomic<long>* const mirror_;
 };
 
 }  // namespace dlckpt::intercept

@@ -122,6 +122,28 @@ bool PrefixSet::IsAncestor(std::string_view path) const {
   return false;
 }
 
+bool PrefixSet::WalksThrough(std::string_view path) const {
+  std::string cur;
+  size_t i = 0;
+  while (i < path.size()) {
+    while (i < path.size() && path[i] == '/') ++i;
+    size_t j = i;
+    while (j < path.size() && path[j] != '/') ++j;
+    std::string_view comp = path.substr(i, j - i);
+    i = j;
+    if (comp.empty() || comp == ".") continue;
+    if (comp == "..") {
+      size_t slash = cur.rfind('/');
+      cur.resize(slash == std::string::npos ? 0 : slash);
+      continue;
+    }
+    cur += '/';
+    cur += comp;
+    if (Contains(cur)) return true;
+  }
+  return false;
+}
+
 bool PrefixSet::MaybeContains(std::string_view raw_absolute) const {
   if (!IsNormalizedAbsolute(raw_absolute)) return true;
   return Contains(raw_absolute);

@@ -54,6 +54,11 @@ class PrefixSet {
   // under any prefix, whatever its ".", ".." or "//" components.
   bool MaybeContains(std::string_view raw_absolute) const;
 
+  // True if the kernel, walking raw absolute `path` component by component
+  // (".." included), would pass through a path this set contains — as
+  // "/dlckpt/../x" passes through "/dlckpt" although it ends outside.
+  bool WalksThrough(std::string_view raw_absolute) const;
+
   const std::vector<std::string>& prefixes() const { return prefixes_; }
 
  private:

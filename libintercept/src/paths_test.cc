@@ -99,5 +99,14 @@ TEST(PrefixSet, MaybeContainsNeverMissesALexicalMatch) {
   EXPECT_TRUE(set.Contains(NormalizeAbsolute("/usr/../dlckpt/x")));
 }
 
+TEST(PrefixSet, WalksThrough) {
+  PrefixSet set;
+  EXPECT_TRUE(set.WalksThrough("/dlckpt/../etc"));
+  EXPECT_TRUE(set.WalksThrough("/dlckpt/x"));
+  EXPECT_TRUE(set.WalksThrough("/a/../dlckpt/../b"));
+  EXPECT_FALSE(set.WalksThrough("/etc/../usr"));
+  EXPECT_FALSE(set.WalksThrough("/dlckpt2/../x"));
+}
+
 }  // namespace
 }  // namespace dlckpt::intercept

@@ -204,6 +204,11 @@ int dlckpt_ic_fopen(const char* path, const char* mode, FILE** out) {
     } else {
       *out = OpenStream(p, flags, -1);
     }
+    if (*out == nullptr) {
+      int e = errno;
+      ReleaseIfIdle();
+      errno = e;
+    }
   } catch (...) {
     errno = ENOMEM;
     *out = nullptr;

@@ -43,12 +43,16 @@
 #include "dlckpt/memfs.h"
 #include "dlckpt/status.h"
 
+// Exported from libdlckpt_preload.so (the library is built with hidden
+// visibility otherwise).
+#define DLCKPT_INTERCEPT_API __attribute__((visibility("default")))
+
 // The original design's switch (thesis §4.5.2): while non-zero, every
 // path-based call (open, fopen, stat, unlink, mkdir, ...) goes to memfs
 // whatever the path (relative paths are made absolute against the working
 // directory; /proc, /sys and /dev excepted). Descriptors keep the storage
 // they were opened on. Default 0.
-extern "C" int dlckpt_enabled;
+extern "C" DLCKPT_INTERCEPT_API int dlckpt_enabled;
 
 namespace dlckpt::intercept {
 
@@ -66,44 +70,44 @@ struct StoreConfig {
 // Sets the configuration for the store this process attaches next. If a store
 // is already attached under a different name: EBUSY (DetachStore first). The
 // same name as the attached store: OK, nothing changes.
-Status Configure(const StoreConfig& config);
+DLCKPT_INTERCEPT_API Status Configure(const StoreConfig& config);
 
 // The name the process store has (or will have) under the current settings.
-Result<std::string> ProcessStoreName();
+DLCKPT_INTERCEPT_API Result<std::string> ProcessStoreName();
 
 // The process store, attached or created on first call. The pointer stays
 // valid until DetachStore() or process exit. Use it for Commit, Acknowledge,
 // GetImage, ...: it is the same Store object the intercepted calls use.
-Result<memfs::Store*> ProcessStore();
+DLCKPT_INTERCEPT_API Result<memfs::Store*> ProcessStore();
 
 // Store::Rollback / Store::Restore(epoch) on the process store, atomically
 // with invalidating every memfs descriptor and stream opened before (their
 // handles were closed by memfs): afterwards they fail with EBADF and close()
 // on them succeeds. Prefer these to calling Rollback/Restore directly.
-Status RollbackStore();
-Status RestoreStore(uint64_t epoch);
+DLCKPT_INTERCEPT_API Status RollbackStore();
+DLCKPT_INTERCEPT_API Status RestoreStore(uint64_t epoch);
 
 // For a Rollback/Restore done directly on ProcessStore(): marks every memfs
 // descriptor opened before as stale (EBADF). Racy against other threads doing
 // I/O at the same moment; RollbackStore/RestoreStore are not.
-void InvalidateDescriptors();
+DLCKPT_INTERCEPT_API void InvalidateDescriptors();
 
 // Flushes every stdio stream (fflush(NULL)), so buffered checkpoint data
 // written with fprintf/fwrite reaches memfs. Call before Commit. (C++
 // ofstream and Fortran units buffer on their own: flush or close them.)
-Status FlushStreams();
+DLCKPT_INTERCEPT_API Status FlushStreams();
 
 // Flushes streams, invalidates every memfs descriptor and destroys the Store
 // object (an owner keeps its working files). The next memfs access attaches
 // again, with the configuration at that time.
-Status DetachStore();
+DLCKPT_INTERCEPT_API Status DetachStore();
 
 // True if `path` (absolute, or relative to the working directory) is served by
 // memfs under the current prefixes and dlckpt_enabled.
-bool RoutesToMemfs(std::string_view path);
+DLCKPT_INTERCEPT_API bool RoutesToMemfs(std::string_view path);
 
 // The prefixes in force ($DLCKPT_PREFIX, default "/dlckpt"), normalised.
-std::vector<std::string> Prefixes();
+DLCKPT_INTERCEPT_API std::vector<std::string> Prefixes();
 
 }  // namespace dlckpt::intercept
 

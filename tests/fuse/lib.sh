@@ -1,0 +1,109 @@
+# Shared helpers of the dlckpt-fuse system tests. Source after `set -euo pipefail`
+# with BIN_DIR set. Each test gets a private temp dir, a unique store name, and
+# an EXIT trap that always unmounts (fusermount3 -u, then umount -l), stops the
+# daemons it started (by pid) and removes its stores and files.
+
+BIN_DIR=$(cd "$BIN_DIR" && pwd)
+FUSE_BIN="$BIN_DIR/dlckpt-fuse"
+CTL_BIN="$BIN_DIR/dlckpt-ctl"
+STORE_BIN="$BIN_DIR/dlckpt-store"
+
+if [ ! -e /dev/fuse ]; then
+  echo "SKIP: /dev/fuse is absent: FUSE mounts cannot be tested here"
+  exit 77
+fi
+
+TMP=$(mktemp -d /tmp/dlckpt-fuse-test.XXXXXX)
+TEST_JOB="ft$$x$RANDOM"
+STORES=()
+MOUNTS=()
+PIDS=()
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# new_store VAR: a new unique store name into VAR (removed at exit).
+new_store() {
+  local s="/dlckpt.${TEST_JOB}.n0.r${#STORES[@]}"
+  STORES+=("$s")
+  printf -v "$1" '%s' "$s"
+}
+
+# new_mountpoint VAR: a new empty mount point directory into VAR.
+new_mountpoint() {
+  local m
+  m=$(mktemp -d "$TMP/mnt.XXXXXX")
+  MOUNTS+=("$m")
+  printf -v "$1" '%s' "$m"
+}
+
+# Whether $1 is a mount point, and of which type ($2, optional).
+is_mounted() {
+  awk -v m="$1" -v t="${2:-}" '$5 == m { for (i = 6; i <= NF; i++) if ($i == "-") break;
+         if (t == "" || $(i + 1) == t) found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+unmount_quietly() {
+  local m="$1"
+  if is_mounted "$m"; then
+    fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+  fi
+}
+
+cleanup() {
+  local rc=$?
+  set +e
+  cd /
+  for m in "${MOUNTS[@]}"; do unmount_quietly "$m"; done
+  for p in "${PIDS[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then
+      kill -TERM "$p" 2>/dev/null
+      for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+      if kill -0 "$p" 2>/dev/null; then kill -KILL "$p"; fi
+    fi
+  done
+  for m in "${MOUNTS[@]}"; do unmount_quietly "$m"; done
+  for s in "${STORES[@]}"; do "$STORE_BIN" rm "$s" >/dev/null 2>&1; done
+  rm -rf "$TMP"
+  exit $rc
+}
+trap cleanup EXIT
+
+# Waits until $1 is (or, with "gone", is no longer) a mount point.
+wait_mounted() {
+  local m="$1" want="${2:-up}"
+  for _ in $(seq 100); do
+    if is_mounted "$m"; then
+      [ "$want" = up ] && return 0
+    else
+      [ "$want" = gone ] && return 0
+    fi
+    sleep 0.1
+  done
+  fail "mount point $m did not become $want"
+}
+
+# mount_fs MOUNTPOINT STORE [OPTIONS...]: daemon mode; returns once mounted.
+mount_fs() {
+  local m="$1" s="$2"
+  shift 2
+  "$FUSE_BIN" "$m" --store "$s" "$@" || fail "dlckpt-fuse $m --store $s $* failed"
+  is_mounted "$m" fuse.dlckpt || fail "$m is not mounted after dlckpt-fuse returned"
+  PIDS+=("$(daemon_pid "$m")")
+}
+
+# The pid of the daemon serving mount point $1 (from its status file).
+daemon_pid() {
+  awk '/^pid:/ { print $2 }' "$1/.dlckpt/status"
+}
+
+# Unmounts with fusermount3 and waits for the daemon to exit.
+unmount_fs() {
+  local m="$1" pid
+  pid=$(daemon_pid "$m")
+  fusermount3 -u "$m" || fail "fusermount3 -u $m failed"
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  fail "daemon $pid of $m did not exit after unmount"
+}

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -308,6 +309,12 @@ Status CheckMountPoint(const std::string& path) {
     std::string type;
     size_t dash = line.find(" - ");
     if (dash != std::string::npos) type = line.substr(dash + 3, line.find(' ', dash + 3) - dash - 3);
+    struct statfs sfs {};
+    if (statfs(real, &sfs) != 0 && errno == ENOTCONN) {  // stat() may answer from a cache
+      return Status::Error(ENOTCONN, "mount point " + path + ": a " + type +
+                                         " mount whose daemon died (Transport endpoint is not "
+                                         "connected); run fusermount3 -u " + path);
+    }
     return Status::Busy("mount point " + path + ": already a mount point (" + type +
                         "); unmount it first");
   }

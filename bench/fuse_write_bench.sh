@@ -43,7 +43,7 @@ cleanup() {
 trap cleanup EXIT
 
 # Room for the file, its page-cache-free rewrite and fio's file.
-"$bin/dlckpt-fuse" "$mnt" --store "$store" --capacity "$((2 * size + 64))M" --block-size 1M \
+"$bin/dlckpt-fuse" "$mnt" --store "$store" --capacity "$((2 * size + 64))M" \
   "${fuse_args[@]}"
 
 # MB/s (10^6 bytes per second) of one dd run.

@@ -267,9 +267,10 @@ void Filesystem::ReplyEntryLocked(fuse_req_t req, const memfs::FileInfo& info) {
   if (fuse_reply_entry(req, &e) != 0) inodes_.Forget(e.ino, 1);  // the kernel never saw it
 }
 
-void Filesystem::DropOverlayIfGoneLocked(uint64_t store_ino) {
+void Filesystem::DropOverlayIfGoneLocked(uint64_t store_ino, bool unlinked) {
+  if (!unlinked) return;  // still in the store: its overlay outlives the kernel's inode
   InodeTable::Inode* inode = inodes_.Find(NodeIdOf(store_ino));
-  if (inode == nullptr || (!inode->linked && inode->fds.empty())) overlay_.erase(store_ino);
+  if (inode == nullptr || inode->fds.empty()) overlay_.erase(store_ino);
 }
 
 std::vector<std::string> Filesystem::MaterializeDirectories() {
@@ -495,13 +496,15 @@ void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
 void Filesystem::Forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   if (!IsControl(ino)) {
     std::lock_guard<std::mutex> lock(mu_);
+    InodeTable::Inode* inode = inodes_.Find(ino);
+    bool unlinked = inode != nullptr && !inode->linked;
     if (!inodes_.Forget(ino, nlookup)) {
       fuse_log(FUSE_LOG_ERR,
                "dlckpt-fuse: store %s: kernel forgot %" PRIu64 " lookups of node %" PRIu64
                " it was not given\n",
                store_->name().c_str(), nlookup, static_cast<uint64_t>(ino));
     }
-    if (ino != kRootId) DropOverlayIfGoneLocked(ino - 1);
+    if (ino != kRootId) DropOverlayIfGoneLocked(ino - 1, unlinked);
   }
   fuse_reply_none(req);
 }
@@ -512,6 +515,8 @@ void Filesystem::ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* for
     for (size_t i = 0; i < count; ++i) {
       fuse_ino_t ino = forgets[i].ino;
       if (IsControl(ino)) continue;
+      InodeTable::Inode* inode = inodes_.Find(ino);
+      bool unlinked = inode != nullptr && !inode->linked;
       if (!inodes_.Forget(ino, forgets[i].nlookup)) {
         fuse_log(FUSE_LOG_ERR,
                  "dlckpt-fuse: store %s: kernel forgot %" PRIu64 " lookups of node %" PRIu64
@@ -519,7 +524,7 @@ void Filesystem::ForgetMulti(fuse_req_t req, size_t count, fuse_forget_data* for
                  store_->name().c_str(), static_cast<uint64_t>(forgets[i].nlookup),
                  static_cast<uint64_t>(ino));
       }
-      if (ino != kRootId) DropOverlayIfGoneLocked(ino - 1);
+      if (ino != kRootId) DropOverlayIfGoneLocked(ino - 1, unlinked);
     }
   }
   fuse_reply_none(req);
@@ -668,7 +673,7 @@ void Filesystem::Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Status s = store_->Unlink(*path);
   if (!s.ok()) return ReplyError(req, s);
   inodes_.Unlinked(NodeIdOf(info->ino));
-  DropOverlayIfGoneLocked(info->ino);
+  DropOverlayIfGoneLocked(info->ino, true);
   fuse_reply_err(req, 0);
 }
 
@@ -685,7 +690,7 @@ void Filesystem::Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   Status s = store_->Rmdir(*path);
   if (!s.ok()) return ReplyError(req, s);
   inodes_.Unlinked(NodeIdOf(info->ino));
-  DropOverlayIfGoneLocked(info->ino);
+  DropOverlayIfGoneLocked(info->ino, true);
   fuse_reply_err(req, 0);
 }
 
@@ -730,7 +735,7 @@ void Filesystem::Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fus
   if (!s.ok()) return ReplyError(req, s);
   if (dst.ok() && dst->ino != src->ino) {
     inodes_.Unlinked(NodeIdOf(dst->ino));
-    DropOverlayIfGoneLocked(dst->ino);
+    DropOverlayIfGoneLocked(dst->ino, true);
   }
   inodes_.Renamed(*from, *to);
   fuse_reply_err(req, 0);
@@ -830,6 +835,8 @@ void Filesystem::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   int fd = static_cast<int>(fi->fh);
+  InodeTable::Inode* inode = inodes_.Find(ino);
+  bool unlinked = inode != nullptr && !inode->linked;
   if (!inodes_.RemoveFd(ino, fd)) {
     fuse_log(FUSE_LOG_ERR, "dlckpt-fuse: store %s: release of node %" PRIu64
              " with descriptor %d it was not opened with\n",
@@ -837,7 +844,7 @@ void Filesystem::Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   Status s = store_->Close(fd);
   if (!s.ok()) fuse_log(FUSE_LOG_ERR, "dlckpt-fuse: %s\n", s.ToString().c_str());
-  if (ino != kRootId) DropOverlayIfGoneLocked(ino - 1);
+  if (ino != kRootId) DropOverlayIfGoneLocked(ino - 1, unlinked);
   fuse_reply_err(req, 0);
 }
 

@@ -112,8 +112,9 @@ class Filesystem final {
   fuse_entry_param EntryLocked(const memfs::FileInfo& info);
   // Records the kernel reference of an entry reply; undone if the reply fails.
   void ReplyEntryLocked(fuse_req_t req, const memfs::FileInfo& info);
-  // Forgets the overlay of a store inode nobody can reach any more.
-  void DropOverlayIfGoneLocked(uint64_t store_ino);
+  // Forgets the overlay of a store inode that is `unlinked` once no open
+  // descriptor can reach it any more.
+  void DropOverlayIfGoneLocked(uint64_t store_ino, bool unlinked);
   void ReplyError(fuse_req_t req, const Status& status);
   int StoreFlags(int fuse_flags) const;
   // Whether an open with these flags bypasses the page cache.

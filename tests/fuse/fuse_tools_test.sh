@@ -79,6 +79,23 @@ done
 for i in 1 2; do cmp "$TMP/big" "$mnt/conc.cp$i" || fail "concurrent cp $i differs"; done
 rm "$mnt"/conc.*
 
+# Namespace races: renames of a directory tree while files below it are
+# created, read, written and unlinked. Individual commands may fail (ENOENT
+# while a path is renamed away); the daemon must survive and the mount must
+# end up agreeing with the store (checked after the checkpoint below).
+mkdir -p "$mnt/race/a/b"
+(for i in $(seq 150); do mv "$mnt/race/a" "$mnt/race/c"; mv "$mnt/race/c" "$mnt/race/a"; done) 2>/dev/null &
+r1=$!
+(for i in $(seq 150); do echo "$i" > "$mnt/race/a/b/f$((i % 7))"; cat "$mnt/race/a/b/f$(((i + 3) % 7))";
+   rm -f "$mnt/race/a/b/f$(((i + 5) % 7))"; ls -R "$mnt/race"; done) >/dev/null 2>&1 &
+r2=$!
+(for i in $(seq 150); do mkdir -p "$mnt/race/a/d$((i % 3))/e"; rmdir "$mnt/race/a/d$(((i + 1) % 3))/e";
+   rmdir "$mnt/race/a/d$(((i + 1) % 3))"; done) 2>/dev/null &
+r3=$!
+wait $r1 $r2 $r3 || true
+grep -q "^pid: " "$mnt/.dlckpt/status" || fail "daemon gone after namespace races"
+[ -d "$mnt/race/a" ] || [ -d "$mnt/race/c" ] || fail "race directory lost"
+
 # A checkpoint: the committed epoch holds exactly what the mount shows.
 epoch=$("$CTL_BIN" checkpoint "$mnt") || fail "dlckpt-ctl checkpoint"
 [ "$epoch" = 1 ] || fail "first checkpoint is epoch $epoch"
@@ -86,9 +103,9 @@ epoch=$("$CTL_BIN" checkpoint "$mnt") || fail "dlckpt-ctl checkpoint"
 "$STORE_BIN" cat "$store" /big | cmp - "$TMP/big" || fail "dlckpt-store cat /big differs"
 "$STORE_BIN" cat "$store" /tree/a/b/odd.bin | cmp - "$src/a/b/odd.bin" || fail "store cat odd.bin"
 "$STORE_BIN" ls "$store" | grep -q " /tree/a/b/c/empty$" || fail "store ls lacks the empty file"
-(cd "$mnt" && find . -type f | sed 's|^\.||' | sort) > "$TMP/mount.list"
-"$STORE_BIN" ls "$store" | awk '$1 ~ /^-/ { print $4 }' | sort > "$TMP/store.list"
-diff "$TMP/mount.list" "$TMP/store.list" || fail "store and mount list different files"
+(cd "$mnt" && find . -mindepth 1 -printf '%y %p\n' | sed 's|^\(.\) \.|\1 |' | sort) > "$TMP/mount.list"
+"$STORE_BIN" ls "$store" | awk '{ print ($1 ~ /^d/ ? "d" : "f"), $4 }' | sort > "$TMP/store.list"
+diff "$TMP/mount.list" "$TMP/store.list" || fail "store and mount list different entries"
 
 # Remount: the same files, byte for byte.
 (cd "$mnt" && find . -printf '%y %s %p\n' | sort) > "$TMP/before"

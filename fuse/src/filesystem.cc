@@ -801,9 +801,12 @@ void Filesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 
 void Filesystem::Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
   if (IsControl(ino)) {
+    // A copy: once the reply is written the reader may close the file and its
+    // release free the handle while this thread is still in fuse_reply_buf.
     const std::string& text = reinterpret_cast<ControlHandle*>(fi->fh)->text;
     size_t start = std::min(static_cast<size_t>(off), text.size());
-    fuse_reply_buf(req, text.data() + start, std::min(size, text.size() - start));
+    std::string slice = text.substr(start, size);
+    fuse_reply_buf(req, slice.data(), slice.size());
     return;
   }
   thread_local std::vector<char> buf;

@@ -78,17 +78,15 @@ exec 5>&-
 
 # --- SIGTERM unmounts; the store keeps working files; remount shows them --------------
 echo uncommitted > "$mnt/late"
-pid=$(daemon_pid "$mnt")
-kill -TERM "$pid"
-wait_mounted "$mnt" gone
-for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$pid" 2>/dev/null && fail "daemon $pid still running after SIGTERM"
+kill -TERM "${DAEMON_PID[$mnt]}"
+check_daemon_exit "$mnt"
+is_mounted "$mnt" && fail "still mounted after SIGTERM"
 mount_fs "$mnt" "$store"
 [ "$(cat "$mnt/late")" = uncommitted ] || fail "working file lost across a clean unmount"
 [ "$(cat "$mnt/dir/ckpt.1")" = two ] || fail "file lost across remount"
-
-# --- SIGINT to a foreground mount ---------------------------------------------------
 unmount_fs "$mnt"
+
+# --- SIGINT, and a daemon-mode mount stopped by SIGTERM -------------------------------
 # A non-interactive shell starts background jobs with SIGINT ignored, and
 # libfuse (rightly) leaves ignored signals alone: restore the default first.
 python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
@@ -100,14 +98,21 @@ wait_mounted "$mnt" up
 kill -INT "$fg"
 wait "$fg" || fail "foreground daemon exited with $? after SIGINT: $(cat "$TMP/fg.log")"
 is_mounted "$mnt" && fail "still mounted after SIGINT"
+"$FUSE_BIN" "$mnt" --store "$store" || fail "daemon-mode mount"
+pid=$(daemon_pid "$mnt")
+PIDS+=("$pid")
+kill -TERM "$pid"
+wait_mounted "$mnt" gone
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && fail "daemon $pid still running after SIGTERM"
 
 # --- a crash: uncommitted work is lost, the acknowledged epoch survives ---------------
 mount_fs "$mnt" "$store"
 echo lost > "$mnt/after-crash"
 echo "overwritten" > "$mnt/ckpt.0"
-pid=$(daemon_pid "$mnt")
-kill -KILL "$pid"
-for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -KILL "${DAEMON_PID[$mnt]}"
+wait "${DAEMON_PID[$mnt]}" || true
+unset "DAEMON_PID[$mnt]"
 expect_fail "Transport endpoint is not connected" "$FUSE_BIN" "$mnt" --store "$store"
 fusermount3 -u "$mnt" || umount -l "$mnt"
 mount_fs "$mnt" "$store"

@@ -85,13 +85,26 @@ wait_mounted() {
   fail "mount point $m did not become $want"
 }
 
-# mount_fs MOUNTPOINT STORE [OPTIONS...]: daemon mode; returns once mounted.
+declare -A DAEMON_PID DAEMON_LOG
+
+# mount_fs MOUNTPOINT STORE [OPTIONS...]: serves in the foreground as a job of
+# this shell, so that unmount_fs can check its exit status and its stderr
+# (sanitizer reports); returns once mounted.
 mount_fs() {
-  local m="$1" s="$2"
+  local m="$1" s="$2" log pid
   shift 2
-  "$FUSE_BIN" "$m" --store "$s" "$@" || fail "dlckpt-fuse $m --store $s $* failed"
-  is_mounted "$m" fuse.dlckpt || fail "$m is not mounted after dlckpt-fuse returned"
-  PIDS+=("$(daemon_pid "$m")")
+  log="$TMP/daemon.${#PIDS[@]}.log"
+  "$FUSE_BIN" "$m" --store "$s" -f "$@" 2>"$log" &
+  pid=$!
+  PIDS+=("$pid")
+  DAEMON_PID[$m]=$pid
+  DAEMON_LOG[$m]=$log
+  for _ in $(seq 100); do
+    is_mounted "$m" fuse.dlckpt && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  fail "dlckpt-fuse $m --store $s $* did not mount: $(cat "$log")"
 }
 
 # The pid of the daemon serving mount point $1 (from its status file).
@@ -99,10 +112,27 @@ daemon_pid() {
   awk '/^pid:/ { print $2 }' "$1/.dlckpt/status"
 }
 
-# Unmounts with fusermount3 and waits for the daemon to exit.
+# check_daemon_exit MOUNTPOINT: waits for the daemon started by mount_fs and
+# fails unless it exited with status 0 and reported no sanitizer error.
+check_daemon_exit() {
+  local m="$1" pid="${DAEMON_PID[$1]}" log="${DAEMON_LOG[$1]}" rc=0
+  wait "$pid" || rc=$?
+  unset "DAEMON_PID[$m]"
+  [ "$rc" = 0 ] || fail "daemon $pid of $m exited with status $rc: $(cat "$log")"
+  if grep -q "AddressSanitizer\|LeakSanitizer\|runtime error" "$log"; then
+    fail "daemon $pid of $m: $(cat "$log")"
+  fi
+}
+
+# Unmounts with fusermount3 and checks that the daemon exited cleanly.
 unmount_fs() {
   local m="$1" pid
-  pid=$(daemon_pid "$m")
+  if [ -n "${DAEMON_PID[$m]:-}" ]; then
+    fusermount3 -u "$m" || fail "fusermount3 -u $m failed"
+    check_daemon_exit "$m"
+    return 0
+  fi
+  pid=$(daemon_pid "$m")  # a daemon-mode mount: not our child
   fusermount3 -u "$m" || fail "fusermount3 -u $m failed"
   for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
   fail "daemon $pid of $m did not exit after unmount"

@@ -111,7 +111,8 @@ Status CheckMountPoint(const std::string& path);
 // nothing stays mounted and a store created by this call is removed again.
 // Without -f the caller forks a daemon that serves: the caller returns once
 // the mount is up (OK) or failed (the daemon's error); the daemon never
-// returns from this call (it exits).
+// returns from this call (it exits), and the caller is expected to exit too
+// (it does not reap the daemon).
 Status RunMount(const MountOptions& options, std::unique_ptr<Checkpointer> checkpointer);
 
 }  // namespace dlckpt::fusefs

@@ -1,0 +1,42 @@
+// dlckpt-fuse: serve a node's memfs store through FUSE. See MountUsage().
+#include <cstdio>
+#include <memory>
+
+#include "dlckpt/fuse_mount.h"
+
+namespace {
+
+// What a checkpoint trigger does. Today: commit and acknowledge locally. The
+// codec plugs in here: a Checkpointer that commits, asks the codec to encode
+// the epoch, waits for it, then acknowledges (or aborts the pending epoch).
+std::unique_ptr<dlckpt::fusefs::Checkpointer> MakeCheckpointer(
+    const dlckpt::fusefs::MountOptions& options) {
+  (void)options;
+  return std::make_unique<dlckpt::fusefs::LocalCheckpointer>();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace dlckpt::fusefs;  // NOLINT(google-build-using-namespace)
+  auto options = ParseMountArgs(argc, argv);
+  if (!options.ok()) {
+    std::fprintf(stderr, "dlckpt-fuse: %s\n(try dlckpt-fuse --help)\n",
+                 options.status().message().c_str());
+    return 2;
+  }
+  if (options->help) {
+    PrintMountHelp();
+    return 0;
+  }
+  if (options->version) {
+    std::printf("%s\n", VersionString().c_str());
+    return 0;
+  }
+  dlckpt::Status s = RunMount(*options, MakeCheckpointer(*options));
+  if (!s.ok()) {
+    std::fprintf(stderr, "dlckpt-fuse: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

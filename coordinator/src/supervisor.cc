@@ -216,15 +216,15 @@ Status Supervisor::LaunchApp() {
                            "-genv", "DLCKPT_EVENTS", events_path_, "-genv",
                            "DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)});
   if (o_.preload) {
+    // The interposers, then the API they serve (for dlckpt_checkpoint()).
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    std::string lib = "libdlckpt_preload.so";
+    std::string libdir;
     if (n > 0) {
       self[n] = '\0';
-      fs::path p = fs::path(self).parent_path().parent_path() / "lib" / "libdlckpt_preload.so";
-      if (fs::exists(p)) lib = p.string();
+      libdir = (fs::path(self).parent_path().parent_path() / "lib").string() + "/";
     }
-    argv.insert(argv.end(), {"-genv", "LD_PRELOAD", lib});
+    argv.insert(argv.end(), {"-genv", "LD_PRELOAD", libdir + "libdlckpt_preload.so " + libdir + "libdlckpt_api.so"});
   }
   // One segment per run of consecutive ranks on one node (ranks stay in order).
   auto it = placement_.begin();

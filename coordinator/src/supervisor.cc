@@ -525,7 +525,21 @@ Status Supervisor::WaitForAppInit(double timeout) {
   return Status::OK();
 }
 
-void Supervisor::Cleanup() {
+void Supervisor::Cleanup(int exit_code) {
+  if (exit_code != 0 && !o_.verbose) {
+    // The codec's own words, before its log goes with the run directory.
+    auto log = Env::Default()->ReadFile(codec_log_);
+    if (log.ok() && !log->empty()) {
+      std::vector<std::string> lines;
+      std::istringstream is(*log);
+      for (std::string l; std::getline(is, l);) {
+        if (l.find("dlckpt-codec") != std::string::npos) lines.push_back(l);
+      }
+      size_t from = lines.size() > 12 ? lines.size() - 12 : 0;
+      if (from < lines.size()) Log("last codec messages (" + codec_log_ + "):");
+      for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "  %s\n", lines[i].c_str());
+    }
+  }
   if (o_.keep) {
     Log("keeping stores and " + run_dir_ + " (--keep)");
     return;
@@ -576,7 +590,7 @@ int Supervisor::Run() {
   if (!s.ok()) {
     Log(s.ToString());
     TearDownJobs();
-    Cleanup();
+    Cleanup(kExitSetup);
     return kExitSetup;
   }
   Log("job " + o_.job + ": " + std::to_string(o_.nodes) + " data node(s) x " +
@@ -605,14 +619,14 @@ int Supervisor::Run() {
       TearDownJobs();
       int rc = WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1;
       PrintSummary(rc);
-      Cleanup();
+      Cleanup(rc);
       return rc;
     }
     if (out == Outcome::kTimeout) {
       Log("--timeout " + Fixed(o_.timeout, 0) + " s reached; stopping the job");
       TearDownJobs();
       PrintSummary(124);
-      Cleanup();
+      Cleanup(124);
       return 124;
     }
     // A failure.
@@ -624,7 +638,7 @@ int Supervisor::Run() {
       if (++failures_without_progress >= 2) {
         Log("the application failed twice without a node loss and without progress; giving up");
         PrintSummary(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
-        Cleanup();
+        Cleanup(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
         return WIFEXITED(app_status) && WEXITSTATUS(app_status) ? WEXITSTATUS(app_status) : 1;
       }
     } else {
@@ -636,7 +650,7 @@ int Supervisor::Run() {
       if (recoveries_started_ > o_.max_recoveries) {
         Log("recovery limit reached (--max-recoveries " + std::to_string(o_.max_recoveries) + ")");
         PrintSummary(kExitTooManyRecoveries);
-        Cleanup();
+        Cleanup(kExitTooManyRecoveries);
         return kExitTooManyRecoveries;
       }
       in_recovery_ = true;
@@ -648,7 +662,7 @@ int Supervisor::Run() {
         Log(s.message());
         TearDownJobs();
         PrintSummary(kExitUnrecoverable);
-        Cleanup();
+        Cleanup(kExitUnrecoverable);
         return kExitUnrecoverable;
       }
       Log("recovery failed: " + s.ToString());
@@ -656,7 +670,7 @@ int Supervisor::Run() {
       TearDownJobs();
       if (!another_failure) {
         PrintSummary(kExitSetup);
-        Cleanup();
+        Cleanup(kExitSetup);
         return kExitSetup;
       }
       Log("a node failed during the recovery; starting over");
@@ -671,7 +685,7 @@ int Supervisor::Run() {
       if (last_kill_ < 0) {
         TearDownJobs();
         PrintSummary(kExitSetup);
-        Cleanup();
+        Cleanup(kExitSetup);
         return kExitSetup;
       }
       continue;  // a failure injected right at relaunch: handled by the next round

@@ -57,7 +57,7 @@ class Supervisor {
   // Survey, decide, rebuild. Sets *fatal for errors that end the run.
   Status Recover(RecoveryTimes* t, int* exit_code);
   Status WaitForAppInit(double timeout);
-  void Cleanup();
+  void Cleanup(int exit_code);
   void PrintSummary(int exit_code);
   void Log(const std::string& msg) const;
   double Now() const;

@@ -172,6 +172,7 @@ Status Supervisor::LaunchCodec() {
   std::vector<std::string> env{
       "DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()),
       "DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_};
+  codec_exited_ = false;
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, Spawn(argv, env, codec_log_));
   // Wait for the rendezvous, unless the codec job dies first.
   double deadline = Now() + 120;
@@ -190,17 +191,15 @@ Status Supervisor::LaunchCodec() {
       return Status::OK();
     }
     if (r.status().code() != ETIMEDOUT && r.status().code() != ENOENT) return r.status();
-    int st;
-    if (Reap(codec_pid_, &st)) {
-      codec_pid_ = -1;
-      return Status::Error(ECHILD, "the codec job ended (" + DescribeStatus(st) +
+    Tick();
+    if (codec_exited_) {
+      return Status::Error(ECHILD, "the codec job ended (" + DescribeStatus(codec_status_) +
                                        ") before it was ready; see " + codec_log_);
     }
     if (Now() > deadline) {
       return Status::Timeout("the codec service did not publish " + rendezvous_ + " within 120 s; see " +
                              codec_log_);
     }
-    Tick();
     if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "a node stopped answering heartbeats during the codec launch");
   }
 }
@@ -303,6 +302,13 @@ void Supervisor::HandleEvent(const events::Event& e) {
 void Supervisor::Tick() {
   for (const auto& e : follower_->Poll()) HandleEvent(e);
   double now = Now();
+  // A codec job that ended takes every node's heartbeats with it: that is
+  // not a loss of every node, so stop watching until the next launch.
+  if (codec_pid_ > 0 && Reap(codec_pid_, &codec_status_)) {
+    codec_pid_ = -1;
+    codec_exited_ = true;
+    if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
+  }
   // Nodes whose codec process went silent: lost even if no launcher noticed
   // (a power-off). They are fenced (killed) so they can never come back.
   if (heartbeat_) {
@@ -395,8 +401,7 @@ void Supervisor::CrashRanks(const std::vector<std::string>& ranks, const std::st
 }
 
 Supervisor::Outcome Supervisor::Monitor(int* app_status) {
-  bool app_done = false, codec_done = false;
-  int codec_status = 0;
+  bool app_done = false;
   if (app_pid_ <= 0) {
     *app_status = 0;
     return Outcome::kFailure;
@@ -407,10 +412,6 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
       app_done = true;
       app_pid_ = -1;
     }
-    if (!codec_done && codec_pid_ > 0 && Reap(codec_pid_, &codec_status)) {
-      codec_done = true;
-      codec_pid_ = -1;
-    }
     if (app_done) {
       if (WIFEXITED(*app_status) && WEXITSTATUS(*app_status) == 0 && dead_.size() == 0) return Outcome::kDone;
       if (WIFEXITED(*app_status) && WEXITSTATUS(*app_status) == 0) {
@@ -420,8 +421,8 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
       Log("application job ended: " + DescribeStatus(*app_status));
       return Outcome::kFailure;
     }
-    if (codec_done) {
-      Log("codec job ended: " + DescribeStatus(codec_status) + " (log: " + codec_log_ + ")");
+    if (codec_exited_) {
+      Log("codec job ended: " + DescribeStatus(codec_status_) + " (log: " + codec_log_ + ")");
       return Outcome::kFailure;
     }
     if (heartbeat_failure_) return Outcome::kFailure;  // the launchers may never notice
@@ -435,6 +436,7 @@ void Supervisor::TearDownJobs() {
   codec_.reset();
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
   heartbeat_failure_ = false;
+  codec_exited_ = false;
   for (pid_t* pid : {&app_pid_, &codec_pid_}) {
     if (*pid > 0) kill(*pid, SIGTERM);  // Hydra ends its ranks
   }
@@ -519,6 +521,7 @@ Status Supervisor::WaitForAppInit(double timeout) {
     }
     if (Now() > deadline) return Status::Timeout("the relaunched application did not start");
     if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "a node stopped answering heartbeats during the relaunch");
+    if (codec_exited_) return Status::Error(ECHILD, "the codec job ended during the relaunch");
     struct timespec ts{0, 5 * 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
@@ -558,7 +561,7 @@ void Supervisor::PrintSummary(int exit_code) {
   std::ostringstream os;
   os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << "; " << checkpoints_
      << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "")
-     << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - start_, 1) << " s\n";
+     << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
   for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
   for (size_t i = 0; i < recoveries_.size(); ++i) {
     const auto& r = recoveries_[i];
@@ -584,9 +587,11 @@ int Supervisor::Run() {
     Log(s.ToString());
     return kExitSetup;
   }
-  start_ = Now();
+  run_start_ = Now();
   s = LaunchCodec();
   if (s.ok()) s = LaunchApp();
+  // Timed and random failures count from the application's launch.
+  start_ = Now();
   if (!s.ok()) {
     Log(s.ToString());
     TearDownJobs();

@@ -578,6 +578,8 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
       }
       auto s = memfs::Store::Attach(n, memfs::AttachMode::kOwner);
       Status st = s.ok() ? (*s)->Restore(e) : s.status();
+      // No silent corruption: a restored checkpoint is checked like a rebuilt one.
+      if (st.ok()) st = (*s)->Verify(e);
       if (!st.ok() && mine.ok()) mine = st.Prefixed("restore " + n + " to epoch " + std::to_string(e));
     }
   }

@@ -48,4 +48,26 @@ if codec n3 -- --mode recover --lost n0,n2 > "$tmp/out2" 2>&1; then fail "two lo
 cat "$tmp/out2"
 grep -q "unrecoverable" "$tmp/out2" || fail "no unrecoverable message"
 [ -z "$(ls /dev/shm | grep "dlckpt.$job.n3.r0\|dlckpt.$job.n3.r2")" ] || fail "half-built stores left behind"
+# A surviving store whose committed bytes were damaged is refused, not used.
+rm -f /dev/shm/dlckpt."$job".*
+for r in 0 1 2; do
+  "$bin/dlckpt-store" create "$(store n$r $r)" --capacity 16M --job "$job" --node "n$r" --rank "$r" || fail create
+  "$bin/dlckpt-store" put "$(store n$r $r)" /dlckpt/app/a "$tmp/a$r" || fail put
+  "$bin/dlckpt-store" commit "$(store n$r $r)" > /dev/null || fail commit
+done
+codec n0 n1 n2 n3 -- --mode encode --epoch 1 > /dev/null || fail "encode"
+python3 - "/dev/shm/dlckpt.$job.n0.r0" "$tmp/a0" <<'PY'
+import sys
+data = open(sys.argv[2], 'rb').read(64)
+with open(sys.argv[1], 'r+b') as f:
+    blob = f.read()
+    at = blob.find(data)
+    assert at > 0, "file data not found in the store"
+    f.seek(at + 10)
+    f.write(bytes([blob[at + 10] ^ 0x55]))
+PY
+rm -f /dev/shm/dlckpt."$job".n1.*
+if codec n0 n2 n3 -- --mode recover --lost n1 > "$tmp/out3" 2>&1; then fail "a damaged surviving store was used"; fi
+grep -q "checksum mismatch" "$tmp/out3" || { cat "$tmp/out3"; fail "no checksum message"; }
+grep -q "/dlckpt/app/a" "$tmp/out3" || fail "the damaged file is not named"
 echo "codec_oneshot_test: ok"

@@ -3,21 +3,24 @@
 
 Runs, in one go (so that every ratio compares figures measured under the same
 load):
-  1. baselines: memcpy and raw ISA-L (dlckpt-bench-ckpt-baselines, 1 process),
-     MPI_Reduce(BXOR, UINT64) over each group size m+1 (the original design's
-     reduction), dlckpt-ior file-per-process writes with fsync (-e) into tmpfs
-     (/dev/shm) and a disk file system (--disk-dir, default /var/tmp);
+  1. baselines: memcpy and raw ISA-L (dlckpt-bench-ckpt-baselines, 1 process,
+     CPU time), MPI_Reduce(BXOR, UINT64) over each group size m+1 (the
+     original design's reduction);
   2. the IOR table: dlckpt-ior on every target at one size (/dlckpt through the
      static wrappers, with and without --dlckpt.checkpoint under dlckpt-run, -C
      reads of another virtual node's store, the dlckpt-fuse mount if root,
      /dev/shm, the disk with -e);
   3. checkpoints: dlckpt-bench-ckpt under dlckpt-run for every configuration
      m:n (clients:spares per group) x groups and per-rank size: write, encode
-     (the codec's events) and overhead;
+     (the codec's events) and overhead; --rounds rounds over all of them, each
+     run followed by dlckpt-ior writes with fsync (-e) of the same ranks and
+     size into tmpfs (/dev/shm) and a disk file system (--disk-dir, default
+     /var/tmp), so that the ratios pair measurements taken under the same load;
   4. recoveries: the same with one data node killed after checkpoint 2;
      detection, survey, rebuild, relaunch (dlckpt-run's summary), reload;
 and writes the raw results to OUT/raw.json; ckpt_model.py (run at the end)
-fits the thesis' chapter 7 model and writes the CSVs, plots and README table.
+aggregates them (medians over rounds), fits the thesis' chapter 7 model and
+writes the CSVs, plots and README tables.
 
 Usage: bench/ckpt_study.py [--bin build/bin] [--out bench/results] [--smoke] ...
 (--help lists the options). Needs mpiexec; the FUSE row needs root and
@@ -193,10 +196,11 @@ class Study:
         self.raw = {"machine": machine_info(a.disk_dir), "load": [], "baselines": [], "ior": [],
                     "ckpt": [], "recovery": [], "skipped": [], "options": vars(a).copy()}
         self.seq = 0
+        self.paired = set()
 
     def job(self, tag):
         self.seq += 1
-        j = "st%d%s%d" % (os.getpid(), re.sub(r"[^a-z0-9]", "", tag), self.seq)
+        j = "%s%s%d" % (self.a.job_prefix, re.sub(r"[^a-z0-9]", "", tag), self.seq)
         _jobs.add(j)
         return j
 
@@ -244,7 +248,7 @@ class Study:
             self.raw["baselines"].append(rec)
 
     # -- dlckpt-ior
-    def ior(self, target, ranks, mib, path, extra=(), under_run=None, label=None, reps=None):
+    def ior(self, target, ranks, mib, path, extra=(), under_run=None, label=None, reps=None, extra_rec=None):
         """One dlckpt-ior run (-F -w [-r] -e ...); returns the parsed JSON or None."""
         reps = reps or self.a.ior_reps
         args = [os.path.join(self.bin, "dlckpt-ior"), "-a", "POSIX", "-b", "%dm" % mib, "-t", "1m", "-F",
@@ -268,6 +272,7 @@ class Study:
             return None
         rec = {"target": label, "ranks": ranks, "mib": mib, "options": " ".join(extra),
                "command": " ".join(args)}
+        rec.update(extra_rec or {})
         for s in doc.get("summary", []):
             rec[s["operation"] + "_mibs"] = s["bwMaxMIB"]
             rec[s["operation"] + "_mean_s"] = s["MeanTime"]
@@ -284,25 +289,28 @@ class Study:
         self.raw["ior"].append(rec)
         return rec
 
-    def disk_baselines(self):
+    def paired_baselines(self, ranks, mib, rnd):
+        """tmpfs and disk writes (+ fsync) of `ranks` x `mib` MiB, once per
+        round, right after the checkpoints of the same size and rank count, so
+        that both see the same load."""
+        key = (ranks, mib, rnd)
+        if key in self.paired:
+            return
+        self.paired.add(key)
         a = self.a
-        for ranks in sorted({m * g for m, _, g in a.configs}):
-            for mib in a.sizes:
-                if ranks * mib * 2**20 * 1.3 > mem_available():
-                    self.skip("tmpfs %d x %d MiB" % (ranks, mib), "not enough memory")
-                    continue
-                d = tempfile.mkdtemp(prefix="dlckpt-study.", dir="/dev/shm")
-                _paths.add(d)
-                log("baseline: tmpfs, %d ranks x %d MiB" % (ranks, mib))
-                self.ior("tmpfs", ranks, mib, d + "/ior", ["-w", "-e"], label="tmpfs -e")
-                shutil.rmtree(d, ignore_errors=True)
-                if not a.no_disk:
-                    d = tempfile.mkdtemp(prefix="dlckpt-study.", dir=a.disk_dir)
-                    _paths.add(d)
-                    log("baseline: disk %s with fsync, %d ranks x %d MiB" % (a.disk_dir, ranks, mib))
-                    self.ior("disk", ranks, mib, d + "/ior", ["-w", "-e"], label="disk -e",
-                             reps=a.disk_reps)
-                    shutil.rmtree(d, ignore_errors=True)
+        if ranks * mib * 2**20 * 1.3 > mem_available():
+            self.skip("tmpfs %d x %d MiB" % (ranks, mib), "not enough memory")
+            return
+        d = tempfile.mkdtemp(prefix="dlckpt-study.", dir="/dev/shm")
+        _paths.add(d)
+        self.ior("tmpfs", ranks, mib, d + "/ior", ["-w", "-e"], label="tmpfs -e", reps=1, extra_rec={"round": rnd})
+        shutil.rmtree(d, ignore_errors=True)
+        if not a.no_disk:
+            d = tempfile.mkdtemp(prefix="dlckpt-study.", dir=a.disk_dir)
+            _paths.add(d)
+            self.ior("disk", ranks, mib, d + "/ior", ["-w", "-e"], label="disk -e", reps=1,
+                     extra_rec={"round": rnd})
+            shutil.rmtree(d, ignore_errors=True)
 
     def ior_table(self):
         """Every dlckpt-ior target at one size, 4 ranks (the 4:1 layout)."""
@@ -378,27 +386,35 @@ class Study:
         return None
 
     def checkpoints(self):
+        """--rounds rounds over every configuration and size, so that a change
+        of load spreads over all of them; each run is followed by the tmpfs
+        and disk baselines of its rank count and size (once per round)."""
         a = self.a
-        for m, n, g in a.configs:
-            for mib in a.sizes:
-                name = config_name(m, n, g)
-                why = self.fits(m, n, g, mib)
-                if why:
-                    self.skip("checkpoints %s x %d MiB" % (name, mib), why)
-                    continue
-                log("checkpoints: %s, %d MiB per rank (load %.1f)" % (name, mib, loadavg()))
-                rc, out, err, secs = self.dlckpt_run(m, n, g, mib, ["--iters", str(a.iters), "--warmup", "1"])
-                res = re.search(r"^RESULT (.*)$", out, re.M)
-                if rc != 0 or not res:
-                    self.skip("checkpoints %s x %d MiB" % (name, mib), "exit %d: %s" % (rc, err.strip()[-800:]))
-                    continue
-                rec = {"config": name, "m": m, "n": n, "groups": g, "mib": mib, "wall_s": secs,
-                       "loadavg": loadavg()}
-                for kv in res.group(1).split():
-                    k, _, v = kv.partition("=")
-                    rec[k] = float(v)
-                rec["iterations"] = [l for l in out.splitlines() if l.startswith("ITER ")]
-                self.raw["ckpt"].append(rec)
+        for rnd in range(a.rounds):
+            for m, n, g in a.configs:
+                for mib in a.sizes:
+                    name = config_name(m, n, g)
+                    why = self.fits(m, n, g, mib)
+                    if why:
+                        if rnd == 0:
+                            self.skip("checkpoints %s x %d MiB" % (name, mib), why)
+                        continue
+                    log("round %d/%d: checkpoints %s, %d MiB per rank (load %.1f)" % (
+                        rnd + 1, a.rounds, name, mib, loadavg()))
+                    rc, out, err, secs = self.dlckpt_run(m, n, g, mib, ["--iters", str(a.iters), "--warmup", "1"])
+                    res = re.search(r"^RESULT (.*)$", out, re.M)
+                    if rc != 0 or not res:
+                        self.skip("checkpoints %s x %d MiB, round %d" % (name, mib, rnd + 1),
+                                  "exit %d: %s" % (rc, err.strip()[-800:]))
+                        continue
+                    rec = {"config": name, "m": m, "n": n, "groups": g, "mib": mib, "round": rnd, "wall_s": secs,
+                           "loadavg": loadavg()}
+                    for kv in res.group(1).split():
+                        k, _, v = kv.partition("=")
+                        rec[k] = float(v)
+                    rec["iterations"] = [l for l in out.splitlines() if l.startswith("ITER ")]
+                    self.raw["ckpt"].append(rec)
+                    self.paired_baselines(m * g, mib, rnd)
 
     def recoveries(self):
         a = self.a
@@ -439,20 +455,26 @@ def main():
     p.add_argument("--configs", default="4:1,8:1,8:2,12:3,2x4:1",
                    help="m:n or Gxm:n, comma-separated (default 4:1,8:1,8:2,12:3,2x4:1)")
     p.add_argument("--iters", type=int, default=3, help="measured checkpoints per run (after 1 warm-up)")
-    p.add_argument("--reps", type=int, default=3, help="repetitions of each baseline")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="rounds over all configurations (default 2; figures: medians over all rounds)")
+    p.add_argument("--reps", type=int, default=5, help="repetitions of each baseline")
     p.add_argument("--recovery-sizes", default="64", help="MiB per rank of the recovery runs ('' for none)")
     p.add_argument("--disk-dir", default="/var/tmp", help="directory on a disk file system")
-    p.add_argument("--disk-reps", type=int, default=2, help="dlckpt-ior -i for the disk")
+    p.add_argument("--disk-reps", type=int, default=2, help="dlckpt-ior -i for the disk in the IOR table")
     p.add_argument("--ior-reps", type=int, default=3, help="dlckpt-ior -i (tmpfs, memfs)")
     p.add_argument("--ior-size", type=int, default=64, help="MiB per rank of the IOR table")
     p.add_argument("--ior-ranks", type=int, default=4, help="ranks of the IOR table")
     p.add_argument("--no-disk", action="store_true", help="skip the disk file system")
     p.add_argument("--no-ior-table", action="store_true", help="skip the IOR table")
+    p.add_argument("--job-prefix", default="st%d" % os.getpid(),
+                   help="prefix of the dlckpt job ids (and so of their /dev/shm objects)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny run for CI: 2:1 and 2x2:1, 4 MiB, 1 iteration (figures meaningless)")
     a = p.parse_args()
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", a.job_prefix):
+        sys.exit("ckpt-study: --job-prefix: use [A-Za-z0-9_-]")
     if a.smoke:
-        a.sizes, a.configs, a.iters, a.reps = "4", "2:1,2x2:1", 1, 1
+        a.sizes, a.configs, a.iters, a.reps, a.rounds = "4", "2:1,2x2:1", 1, 1, 1
         a.recovery_sizes, a.ior_size, a.ior_ranks, a.ior_reps, a.disk_reps = "4", 4, 2, 1, 1
     a.sizes = [int(x) for x in str(a.sizes).split(",") if x]
     a.recovery_sizes = [int(x) for x in str(a.recovery_sizes).split(",") if x]
@@ -468,7 +490,6 @@ def main():
     s.note_load("start")
     log("machine: %(cpu)s, %(cores)s cores, %(memory_gib)s GiB, kernel %(kernel)s" % s.raw["machine"])
     s.baselines()
-    s.disk_baselines()
     s.note_load("after baselines")
     if not a.no_ior_table:
         s.ior_table()

@@ -10,11 +10,12 @@ src=$1 bin=$2
 out=$(mktemp -d)
 log=$(mktemp)
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
-before=$(ls /dev/shm | grep '^dlckpt\.st' | sort)
+prefix="smoke$$"
 trap 'rm -rf "$out" "$log"' EXIT
 fail() { echo "FAIL: $*" >&2; echo "---- output:" >&2; cat "$log" >&2; exit 1; }
 
-"$py" "$src/bench/ckpt_study.py" --smoke --bin "$bin" --out "$out" >"$log" 2>&1 || fail "the study failed"
+"$py" "$src/bench/ckpt_study.py" --smoke --bin "$bin" --out "$out" --job-prefix "$prefix" >"$log" 2>&1 \
+  || fail "the study failed"
 for f in raw.json ckpt_study.csv recovery.csv baselines.csv ior.csv model.csv plan_bench.csv summary.md; do
   [ -s "$out/$f" ] || fail "no $f"
 done
@@ -27,9 +28,9 @@ grep -q "^METRIC ckpt_encode_speedup_vs_mpi_reduce " "$log" || fail "no MPI_Redu
 "$bin/dlckpt-plan" --nodes 40 --spares 4 --mttf-hours 43800 --phases 100 --runs 0 \
   --bench "$out/plan_bench.csv" >>"$log" 2>&1 || fail "dlckpt-plan does not read plan_bench.csv"
 sleep 0.2
-left=$(comm -13 <(echo "$before") <(ls /dev/shm | grep '^dlckpt\.st' | sort))
-[ -z "$left" ] || fail "shared memory left: $left"
-ls -d /dev/shm/dlckpt-study.* /var/tmp/dlckpt-study.* 2>/dev/null && fail "scratch directories left"
-grep -q "DLCKPT_JOB=st" /proc/[0-9]*/environ 2>/dev/null && pgrep -f dlckpt-bench-ckpt >/dev/null && fail "processes left"
+ls /dev/shm | grep -q "^dlckpt\.$prefix" && fail "shared memory left: $(ls /dev/shm | grep "^dlckpt.$prefix")"
+[ -z "$(grep -ls "DLCKPT_JOB=$prefix" /proc/[0-9]*/environ 2>/dev/null | grep -v "/proc/$$/")" ] \
+  || fail "processes of the study still running"
+ls -d /tmp/dlckpt-run."$prefix"* 2>/dev/null && fail "run directories left"
 grep -E "^METRIC|^\| " "$log" | head -40
 echo "ckpt_study_smoke: ok"

@@ -1,6 +1,7 @@
 // Small MPI collectives of the job coordinator (dlckpt-ctl checkpoint-all and
-// run). Every wait tests a non-blocking request with growing sleeps (20 us to
-// 2 ms): an idle process never spins (DESIGN.md invariant 5).
+// run). Every wait tests a non-blocking request with growing sleeps (20 us up
+// to 2 ms, or longer where latency does not matter): an idle process never
+// spins (DESIGN.md invariant 5).
 #ifndef DLCKPT_FUSE_COLLECTIVE_H_
 #define DLCKPT_FUSE_COLLECTIVE_H_
 
@@ -14,8 +15,10 @@
 
 namespace dlckpt::fusefs {
 
-// Waits for `req` without spinning.
-Status WaitMpi(MPI_Request* req, std::string_view what);
+inline constexpr long kMaxSleepNs = 2000000;
+
+// Waits for `req` without spinning (sleeps grow up to max_sleep_ns).
+Status WaitMpi(MPI_Request* req, std::string_view what, long max_sleep_ns = kMaxSleepNs);
 
 class Collective {
  public:
@@ -31,7 +34,7 @@ class Collective {
   // Every process's string, in rank order.
   Result<std::vector<std::string>> Allgather(const std::string& mine);
   // The maximum of every process's value (and minimum as -max(-v)).
-  Result<long> Max(long mine);
+  Result<long> Max(long mine, long max_sleep_ns = kMaxSleepNs);
 
  private:
   MPI_Comm comm_;

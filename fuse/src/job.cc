@@ -18,7 +18,7 @@ namespace dlckpt::fusefs {
 
 // ---- collectives -------------------------------------------------------------------
 
-Status WaitMpi(MPI_Request* req, std::string_view what) {
+Status WaitMpi(MPI_Request* req, std::string_view what, long max_sleep_ns) {
   long sleep_ns = 20000;
   for (;;) {
     int done = 0;
@@ -32,7 +32,7 @@ Status WaitMpi(MPI_Request* req, std::string_view what) {
     if (done) return Status::OK();
     struct timespec ts{0, sleep_ns};
     nanosleep(&ts, nullptr);
-    if (sleep_ns < 2000000) sleep_ns *= 2;
+    if (sleep_ns < max_sleep_ns) sleep_ns = std::min(2 * sleep_ns, max_sleep_ns);
   }
 }
 
@@ -91,11 +91,11 @@ Result<std::vector<std::string>> Collective::Allgather(const std::string& mine) 
   return out;
 }
 
-Result<long> Collective::Max(long mine) {
+Result<long> Collective::Max(long mine, long max_sleep_ns) {
   long out = 0;
   MPI_Request req;
   MPI_Iallreduce(&mine, &out, 1, MPI_LONG, MPI_MAX, comm_, &req);
-  DLCKPT_RETURN_IF_ERROR(WaitMpi(&req, "MPI_Iallreduce"));
+  DLCKPT_RETURN_IF_ERROR(WaitMpi(&req, "MPI_Iallreduce", max_sleep_ns));
   return out;
 }
 
@@ -309,13 +309,20 @@ Status JobCheckpointer::EnsureService(const std::vector<MountState>& mounts) {
   return Status::OK();
 }
 
-Status JobCheckpointer::Encode(uint64_t epoch) {
+Status JobCheckpointer::Encode(uint64_t epoch, bool* unknown) {
+  *unknown = false;
   if (!service_) return Status::OK();  // --no-codec
   const std::string what = "codec service: encode of epoch " + std::to_string(epoch);
   Status sent = service_->Send(protocol::MsgType::kEncode, protocol::EncodeEncode({epoch}));
-  Result<protocol::Frame> f = sent.ok() ? service_->Receive(o_.encode_timeout_ms) : Result<protocol::Frame>(sent);
+  if (!sent.ok()) {
+    service_.reset();  // the codec is gone: reconnect next time
+    return sent.Prefixed(what);
+  }
+  Result<protocol::Frame> f = service_->Receive(o_.encode_timeout_ms);
   if (!f.ok()) {
-    service_.reset();  // the codec is gone or out of step: reconnect next time
+    // Sent but not answered: the codec may still finish the parity.
+    *unknown = true;
+    service_.reset();
     return f.status().Prefixed(what);
   }
   if (f->type == protocol::MsgType::kError) {
@@ -367,7 +374,8 @@ Result<uint64_t> JobCheckpointer::Checkpoint(MountControl& mount) {
   if (plan.finish != 0) {
     const std::string what = "completing interrupted epoch " + std::to_string(plan.finish);
     if (plan.finish_encode) {
-      DLCKPT_RETURN_IF_ERROR(c.Agree(c.rank() == 0 ? Encode(plan.finish) : Status::OK(), what));
+      bool unknown = false;
+      DLCKPT_RETURN_IF_ERROR(c.Agree(c.rank() == 0 ? Encode(plan.finish, &unknown) : Status::OK(), what));
     }
     Status acked;
     if (mine->pending == plan.finish) acked = mount.Command("ack", plan.finish).status();
@@ -380,11 +388,24 @@ Result<uint64_t> JobCheckpointer::Checkpoint(MountControl& mount) {
   if (c.rank() == 0) events::Emit("app", "ckpt-begin " + es);
   Result<uint64_t> committed = mount.Command("commit", e);
   Status all_ok = c.Agree(committed.status(), "commit of epoch " + es);
+  bool unknown = false;
   if (all_ok.ok()) {
-    all_ok = c.Agree(c.rank() == 0 ? Encode(e) : Status::OK(), "checkpoint of epoch " + es);
+    all_ok = c.Agree(c.rank() == 0 ? Encode(e, &unknown) : Status::OK(), "checkpoint of epoch " + es);
+    if (!all_ok.ok()) {
+      auto any = c.Max(unknown ? 1 : 0);
+      unknown = !any.ok() || *any != 0;
+    }
   }
   if (all_ok.ok()) {
     all_ok = c.Agree(mount.Command("ack", e).status(), "acknowledgement of epoch " + es);
+  } else if (unknown) {
+    // The codec may still complete e's parity, which its double buffer then
+    // keeps as the newest: dropping e could leave the next encode
+    // overwriting the parity of the acknowledged epoch. e stays pending and
+    // the next checkpoint completes it (PlanCheckpoint).
+    all_ok = Status::Error(all_ok.code(), all_ok.message() + "; epoch " + es +
+                                              " stays pending on every mount (the codec may still "
+                                              "finish it): the next checkpoint completes it");
   } else {
     // Every mount that committed e drops it: the previous epoch stays.
     Status dropped = committed.ok() ? mount.Command("abort", e).status() : Status::OK();

@@ -1,6 +1,7 @@
 // `dlckpt-ctl run`: a mount and a command per process, job-wide checkpoints on
 // request. See RunJob in dlckpt/fuse_job.h.
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -50,8 +51,10 @@ int ExitCode(int status) {
 }
 
 // A child process: fork + exec, the exec error reported through a pipe. The
-// child dies with `pdeathsig` when this process dies; `own_group` makes it
-// the leader of a new process group (to stop a command with its children).
+// child gets SIGTERM when this process dies and inherits none of its
+// descriptors beyond 0-2 (the launcher's and MPI's sockets stay here);
+// `own_group` makes it the leader of a new process group (to stop a command
+// with its children).
 Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                     bool own_group) {
   std::vector<char*> args, envp;
@@ -74,6 +77,7 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(127);
     if (own_group) setpgid(0, 0);
+    close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);  // the error pipe stays open until exec
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -101,12 +105,14 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
 int PidFd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 // The environment of this process with `overrides` ("KEY=VALUE") replacing
-// or adding entries.
+// or adding entries, without the launcher's connection to this process
+// (an MPI program run as a command then starts as a singleton).
 std::vector<std::string> Environment(const std::vector<std::string>& overrides) {
   std::vector<std::string> out;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
     std::string key = entry.substr(0, entry.find('='));
+    if (key == "PMI_FD" || key == "PMI_PORT" || key == "PMI_ID" || key == "HYDI_CONTROL_FD") continue;
     bool replaced = false;
     for (const auto& o : overrides) replaced |= o.compare(0, key.size() + 1, key + "=") == 0;
     if (!replaced) out.push_back(entry);
@@ -183,8 +189,9 @@ class Node {
     CoordinatorSocket::Answer(request_, r);
     request_ = -1;
   }
-  // Stops the command (SIGTERM to its group, then SIGKILL).
-  void KillCommand();
+  // Stops the command: waits up to grace_ms for it to end by itself, then
+  // SIGTERM to its group, then SIGKILL.
+  void KillCommand(int grace_ms = 0);
   // Unmounts (SIGTERM to the daemon); a problem is reported on stderr.
   void Stop();
 
@@ -301,15 +308,19 @@ void Node::WaitEvent() {
       Reap(&daemon_pid_, &daemon_fd_, &status);
       g_daemon = -1;
       broken_ = "the dlckpt-fuse daemon of " + mount_ + " ended (" + DescribeExit(status) + ")";
+      ClearDeadMount(mount_);
+      KillCommand();  // it would only meet ENOTCONN
     }
   }
 }
 
-void Node::KillCommand() {
+void Node::KillCommand(int grace_ms) {
   if (command_pid_ < 0) return;
-  kill(-command_pid_, SIGTERM);
   struct pollfd p{command_fd_, POLLIN, 0};
-  if (poll(&p, 1, 5000) <= 0) kill(-command_pid_, SIGKILL);
+  if (grace_ms <= 0 || poll(&p, 1, grace_ms) <= 0) {
+    kill(-command_pid_, SIGTERM);
+    if (poll(&p, 1, 5000) <= 0) kill(-command_pid_, SIGKILL);
+  }
   int status = 0;
   Reap(&command_pid_, &command_fd_, &status);
   g_command_group = -1;
@@ -402,8 +413,10 @@ int RunJob(const RunOptions& o) {
   JobCheckpointer checkpointer(MPI_COMM_WORLD, jo);
   for (;;) {
     n.WaitEvent();
+    // Waiting here for the other commands may last as long as they compute:
+    // sleep up to 20 ms between tests.
     long mine = n.broken() ? kBroken : n.has_request() ? kRequest : kExited;
-    auto high = c.Max(mine);
+    auto high = c.Max(mine, 20000000);
     auto low = high.ok() ? c.Max(-mine) : high;
     if (!low.ok()) {
       std::fprintf(stderr, "dlckpt-ctl run: %s\n", low.status().ToString().c_str());
@@ -413,7 +426,7 @@ int RunJob(const RunOptions& o) {
       s = c.Agree(n.broken() ? Status::Error(EIO, n.broken_why()) : Status::OK(), "mount lost");
       report(s);
       n.Answer(s);
-      n.KillCommand();
+      n.KillCommand(2000);  // time to report the failed checkpoint
       return 1;
     }
     if (*high == kExited && -*low == kExited) break;

@@ -14,9 +14,10 @@
 #    pending on some mounts (dropped) or on all (completed);
 #  - a mount missing; a mount that checkpoints locally;
 #  - dlckpt-ctl run: a mount point that is busy; an encode that times out
-#    after every mount committed (the codec stopped with SIGSTOP): every mount
-#    drops the epoch and the next checkpoint works; a command that ends while
-#    the others ask for a checkpoint.
+#    after every mount committed (the codec stopped with SIGSTOP): the epoch
+#    stays pending (the codec may still finish it), every store keeps its
+#    acknowledged epoch, and the next checkpoint completes it first; a command that ends while
+#    the others ask for a checkpoint; a daemon that dies.
 #
 # usage: fuse_codec_errors_test.sh BIN_DIR
 set -euo pipefail
@@ -195,7 +196,7 @@ unmount_fs "$TMP/mnt/vn0"
 cat > "$TMP/stall.sh" <<'EOF'
 #!/usr/bin/env bash
 # Checkpoints; then rank 0 stops the codec and all ask again (must fail with
-# every store back at the first epoch); then rank 0 resumes it and all ask again.
+# every store still at the first epoch); then rank 0 resumes it and all ask again.
 set -u
 ctl=$1 job=$2 log=$3
 m=$DLCKPT_MOUNT r=$DLCKPT_RANK
@@ -222,13 +223,15 @@ mpi vn0 vn1 vn2 -- run --mount "$TMP/mnt/{node}" --rendezvous "$TMP/rv" --encode
     "$TMP/stall.sh" "$CTL" "$J" "$TMP/stall.log"
 [ "$rc" = 0 ] || fail "dlckpt-ctl run with a stalled encode: exit $rc: $(cat "$out" "$TMP/stall.log")"
 for r in 0 1 2; do
-  grep -q "^rank $r: first 13, after the failure 13/0, then 15$" "$TMP/stall.log" ||
+  grep -q "^rank $r: first 13, after the failure 13/14, then 15$" "$TMP/stall.log" ||
     fail "rank $r: $(cat "$TMP/stall.log")"
   grep -q "encode of epoch 14.*ETIMEDOUT" "$TMP/stall.log.r$r" ||
     fail "rank $r: the failed checkpoint does not name the encode timeout: $(cat "$TMP/stall.log.r$r")"
 done
 for n in vn0 vn1 vn2; do ! is_mounted "$TMP/mnt/$n" || fail "$n stayed mounted after dlckpt-ctl run"; done
-echo "ok: a stalled encode: $(head -c 400 "$TMP/stall.log.r0")"
+grep -q "completing epoch 14, left pending by an interrupted checkpoint (encoding it again)" "$out" ||
+  fail "epoch 14 was not completed by the next checkpoint: $(cat "$out")"
+echo "ok: a stalled encode: $(head -c 600 "$TMP/stall.log.r0")"
 
 # dlckpt-ctl run: one command ends while the others ask for a checkpoint.
 cat > "$TMP/early.sh" <<'EOF'
@@ -241,5 +244,28 @@ EOF
 chmod +x "$TMP/early.sh"
 mpi vn0 vn1 vn2 -- run --mount "$TMP/mnt/{node}" --rendezvous "$TMP/rv" -- "$TMP/early.sh" "$CTL" "$TMP/early"
 [ "$rc" = 0 ] || fail "a command that ended early: exit $rc: $(cat "$out" "$TMP"/early.r*)"
+
+# dlckpt-ctl run: a daemon dies (rank 2 kills its own): its command is stopped,
+# and the others' checkpoint requests fail; every process exits 1.
+cat > "$TMP/lost.sh" <<'EOF'
+#!/usr/bin/env bash
+set -u
+if [ "$DLCKPT_RANK" = 2 ]; then
+  kill -9 "$(awk '/^pid:/ { print $2 }' "$DLCKPT_MOUNT/.dlckpt/status")"
+  sleep 60
+  exit 0
+fi
+if "$1" checkpoint "$DLCKPT_MOUNT" 2> "$2.r$DLCKPT_RANK"; then exit 0; fi
+exit 5
+EOF
+chmod +x "$TMP/lost.sh"
+SECONDS=0
+mpi vn0 vn1 vn2 -- run --mount "$TMP/mnt/{node}" --rendezvous "$TMP/rv" -- "$TMP/lost.sh" "$CTL" "$TMP/lost"
+expect 1 "mount lost: rank 2 on node vn2: the dlckpt-fuse daemon of $TMP/mnt/vn2 ended (signal Killed)" "a daemon that dies"
+[ "$SECONDS" -lt 30 ] || fail "the command of the lost mount was not stopped"
+for r in 0 1; do
+  grep -q "mount lost: rank 2 on node vn2" "$TMP/lost.r$r" || fail "rank $r: $(cat "$TMP/lost.r$r")"
+done
+for n in vn0 vn1 vn2; do ! is_mounted "$TMP/mnt/$n" || fail "$n stayed mounted"; done
 stop_codec
 echo "fuse_codec_errors_test: ok"

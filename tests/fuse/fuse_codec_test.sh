@@ -13,9 +13,18 @@
 # parity again. Then the kept stores, mounted again, must hold the last step
 # byte for byte, and nothing may be left running or mounted.
 #
-# usage: fuse_codec_test.sh BIN_DIR
+# SCENARIO "checkpoint" (default) kills vn1 right after checkpoint 2;
+# "encode" kills it while the codec encodes checkpoint 3, which is then lost:
+# the job restarts from checkpoint 2 as well.
+#
+# usage: fuse_codec_test.sh BIN_DIR [SCENARIO]
 set -euo pipefail
 BIN_DIR="$1"
+case "${2:-checkpoint}" in
+  checkpoint) at=checkpoint:2 ;;
+  encode) at=phase:encode:3 ;;
+  *) echo "unknown scenario $2" >&2; exit 2 ;;
+esac
 source "$(dirname "$0")/lib.sh"
 NODE_SH="$(cd "$(dirname "$0")" && pwd)/fuse_codec_node.sh"
 aside="$TMP/aside"
@@ -38,13 +47,13 @@ show() { echo "---- dlckpt-run output:" >&2; cat "$out" >&2; }
 export TMPDIR="$TMP"
 rc=0
 setsid timeout -k 5 240 "$BIN_DIR/dlckpt-run" --job "$TEST_JOB" --nodes 3 --spares 2 --capacity 16M \
-  --keep --kill-node vn1 --at checkpoint:2 -- \
+  --keep --kill-node vn1 --at "$at" -- \
   "$BIN_DIR/dlckpt-ctl" run --mount "$TMP/mnt/{node}" -- "$NODE_SH" "$BIN_DIR/dlckpt-ctl" "$aside" 4 \
   >"$out" 2>&1 || rc=$?
 [ "$rc" = 0 ] || { show; fail "dlckpt-run exited $rc"; }
 
 # The node was lost and recovered once.
-grep -q "node killed: vn1" "$out" || { show; fail "vn1 was not killed"; }
+grep -q "node killed: vn1 (--at $at)" "$out" || { show; fail "vn1 was not killed"; }
 grep -q "recovery 1: " "$out" || { show; fail "no recovery"; }
 grep -q "^METRIC recovery_seconds" "$out" || { show; fail "no recovery METRIC line"; }
 spare=$(sed -n 's/^dlckpt-run: recovery 1: .*rebuild group 0 member vn1 on \(vn[34]\)$/\1/p' "$out")

@@ -14,8 +14,11 @@
 //   4. process 0 introduces the layout rank -> node -> store to the codec
 //      (HELLO) and has it encode E (ENCODE, waits for DONE);
 //   5. every mount acknowledges E ("ack E"); if 3 or 4 failed anywhere, every
-//      mount that committed E drops it ("abort E"): the previous acknowledged
-//      epoch stays, and every process returns the same error.
+//      mount that committed E drops it ("abort E"), except when ENCODE went
+//      out but no answer came (a timeout, a lost connection): the codec may
+//      still finish E, so E stays pending and the next checkpoint completes
+//      it. Either way the previous acknowledged epoch stays, and every
+//      process returns the same error.
 // Waiting never spins (non-blocking MPI and short sleeps).
 #ifndef DLCKPT_FUSE_JOB_H_
 #define DLCKPT_FUSE_JOB_H_
@@ -89,7 +92,9 @@ class JobCheckpointer final {
 
  private:
   Status EnsureService(const std::vector<MountState>& mounts);
-  Status Encode(uint64_t epoch);
+  // ENCODE(epoch) and its DONE. *unknown: the request went out but no answer
+  // came (timeout, lost connection): the codec may still finish it.
+  Status Encode(uint64_t epoch, bool* unknown);
 
   MPI_Comm comm_;
   JobOptions o_;

@@ -51,15 +51,17 @@ MOUNTPOINT/.dlckpt/checkpoint (close or fsync your files first). The epoch
 state is in MOUNTPOINT/.dlckpt/status.
 
 checkpoints:
-  --checkpoint local      (default) a trigger commits and acknowledges this
-                          store alone, without parity
-  --checkpoint coordinated
-                          the store is one of a job's: epochs are committed,
-                          encoded by the codec and acknowledged for all the
-                          job's mounts at once by `mpiexec ... dlckpt-ctl
-                          checkpoint-all` (or under `dlckpt-ctl run`); a local
-                          trigger asks --coordinator, or fails with EPERM
-  --coordinator SOCKET    where a trigger asks for a job-wide checkpoint (the
+  --checkpoint MODE, -o checkpoint=MODE
+                          local (default): a trigger commits and acknowledges
+                            this store alone, without parity
+                          coordinated: the store is one of a job's; epochs
+                            are committed, encoded by the codec and
+                            acknowledged for all the job's mounts at once by
+                            `mpiexec ... dlckpt-ctl checkpoint-all` (or under
+                            `dlckpt-ctl run`) through MOUNTPOINT/.dlckpt/epoch;
+                            a trigger asks --coordinator, or fails with EPERM
+  --coordinator SOCKET, -o coordinator=SOCKET
+                          where a trigger asks for a job-wide checkpoint (the
                           socket of `dlckpt-ctl run`); implies coordinated
 
 store selection (the store is /dlckpt.JOB.NODE.rRANK unless --store is given):

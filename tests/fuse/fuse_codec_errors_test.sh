@@ -80,6 +80,7 @@ mpi() {
   done
   rc=0
   timeout -k 5 90 mpiexec -launcher fork -genv DLCKPT_JOB "$J" "${args[@]}" >"$out" 2>&1 || rc=$?
+  ! grep -q "AddressSanitizer\|LeakSanitizer\|runtime error" "$out" || fail "sanitizer report: $(cat "$out")"
 }
 ckall() { mpi vn0 vn1 vn2 -- checkpoint-all --mount "$TMP/mnt/{node}" "$@"; }
 

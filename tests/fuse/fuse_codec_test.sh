@@ -51,6 +51,7 @@ setsid timeout -k 5 240 "$BIN_DIR/dlckpt-run" --job "$TEST_JOB" --nodes 3 --spar
   "$BIN_DIR/dlckpt-ctl" run --mount "$TMP/mnt/{node}" -- "$NODE_SH" "$BIN_DIR/dlckpt-ctl" "$aside" 4 \
   >"$out" 2>&1 || rc=$?
 [ "$rc" = 0 ] || { show; fail "dlckpt-run exited $rc"; }
+! grep -q "AddressSanitizer\|LeakSanitizer\|runtime error" "$out" || { show; fail "sanitizer report"; }
 
 # The node was lost and recovered once.
 grep -q "node killed: vn1 (--at $at)" "$out" || { show; fail "vn1 was not killed"; }

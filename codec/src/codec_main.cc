@@ -1,6 +1,7 @@
 // dlckpt-codec: the codec service, one MPI process per node. Usually started
 // by dlckpt-run; see --help.
 #include <mpi.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -172,7 +173,11 @@ int main(int argc, char** argv) {
                      : mode == "recover" ? dlckpt::codec::RunRecoverOnce(MPI_COMM_WORLD, cfg, lost, epoch)
                                          : dlckpt::codec::RunService(MPI_COMM_WORLD, cfg);
   if (!s.ok()) {
+    std::fflush(stdout);
     std::fprintf(stderr, "dlckpt-codec[%s]: %s\n", cfg.node.c_str(), s.ToString().c_str());
+    // MPI_Abort ends Hydra's output forwarding at once: let the message out.
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();

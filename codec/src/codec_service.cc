@@ -982,6 +982,7 @@ Status Service::RecoverOnce(const std::vector<std::string>& lost, uint64_t epoch
     if (plan.ok()) {
       std::printf("recovery plan: %s\n", plan->summary.c_str());
       for (const auto& [r, node] : plan->placement) std::printf("  rank %d -> %s\n", r, node.c_str());
+      std::fflush(stdout);
       plan_bytes = protocol::EncodeRecover(recovery::ToRecoverMessage(*plan));
     } else {
       decided = plan.status();

@@ -313,8 +313,12 @@ cmd_info() {
   gcli volume info "$VOL" 2>/dev/null | awk -v v="$VOL" '
     /^Type:/ { type = $2 } /^Number of Bricks:/ { n = $NF } /^Transport-type:/ { tr = $2 }
     END { printf "gluster: volume %s: type %s, %s bricks, transport %s\n", v, type, n, tr }'
-  gcli volume status "$VOL" 2>/dev/null | awk '/^Brick / {
-    printf "gluster:   brick %s port %s online %s pid %s\n", $2, $3, $5, $6 }'
+  gcli volume status "$VOL" --xml 2>/dev/null | python3 -c '
+import sys, xml.etree.ElementTree as ET
+for n in ET.parse(sys.stdin).getroot().iter("node"):
+    if n.findtext("path", "").startswith("/"):
+        print("gluster:   brick %s:%s port %s %s pid %s" % (n.findtext("hostname"), n.findtext("path"),
+              n.findtext("port"), "online" if n.findtext("status") == "1" else "OFFLINE", n.findtext("pid")))'
   echo "gluster: mount: $(findmnt -rn -o SOURCE,TARGET,FSTYPE --mountpoint "$MNT")" \
     "(bricks on $(findmnt -rn -o FSTYPE,SOURCE -T "$DIR"))"
 }

@@ -81,7 +81,8 @@ def main():
                     bottom += v
             ax.set_title("kill to 'restarted from iteration'")
             ax.set_ylabel("seconds")
-            ax.legend(fontsize=7, loc="upper right")
+            ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.6)  # room for the legend above the bars
     title = "dlckpt vs GlusterFS on one machine"
     if len(sys.argv) > 3:
         title += " (" + sys.argv[3] + ")"

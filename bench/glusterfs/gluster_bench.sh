@@ -90,8 +90,15 @@ for f in "$bin/$app" "$bin/$app-dlckpt" "$bin/dlckpt-run"; do
 done
 command -v mpiexec >/dev/null || { echo "gluster_bench: mpiexec not found" >&2; exit 2; }
 if [ -z "$ior" ]; then
-  if [ -x "$bin/dlckpt-ior" ]; then ior="mpiexec -launcher fork -n {ranks} $bin/dlckpt-ior"
-  else ior="$here/fio_ior.sh --np {ranks}"; fi
+  if [ -x "$bin/dlckpt-ior" ]; then
+    ior="mpiexec -launcher fork -n {ranks} $bin/dlckpt-ior"
+    # /dlckpt: the same writes under dlckpt-run, each write phase ending with
+    # dlckpt_checkpoint() (commit + encode onto the spare) inside the timing.
+    [ -n "$ior_dlckpt" ] || ior_dlckpt="$bin/dlckpt-run --job ${tag}i --nodes {ranks} --spares 1 \
+--capacity $(( 2 * mib + 64 ))M -- $bin/dlckpt-ior --dlckpt.checkpoint"
+  else
+    ior="$here/fio_ior.sh --np {ranks}"
+  fi
 fi
 ior=${ior//\{ranks\}/$ranks}
 ior_dlckpt=${ior_dlckpt//\{ranks\}/$ranks}
@@ -178,8 +185,9 @@ if has_part ior; then
   ior_args=(-a POSIX -b "${mib}m" -t 1m -s 1 -F -w -e -C -i "$reps")
   for t in "${targets[@]}" dlckpt; do
     if [ "$t" = dlckpt ]; then
-      [ -n "$ior_dlckpt" ] || { say "  /dlckpt: left out (give --ior-dlckpt)"; continue; }
-      cmd="$ior_dlckpt ${ior_args[*]} -o /dlckpt/ior.dat"
+      [ -n "$ior_dlckpt" ] || { say "  /dlckpt: left out (no dlckpt-ior; or give --ior-dlckpt)"; continue; }
+      jobs_made+=("${tag}i")
+      cmd="$ior_dlckpt ${ior_args[*]/-e/} -o /dlckpt/ior.dat"
     else
       mkdir -p "${target_dir[$t]}/ior"
       cmd="$ior ${ior_args[*]} -o ${target_dir[$t]}/ior/ior.dat"

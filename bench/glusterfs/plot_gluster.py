@@ -62,7 +62,6 @@ def main():
             else:
                 ax.set_title("application checkpoint time")
                 ax.set_ylabel("seconds per checkpoint (median)")
-                ax.set_yscale("log")
             ax.tick_params(axis="x", labelsize=8)
         else:
             bottom = 0.0

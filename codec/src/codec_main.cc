@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "codec_service.h"
 #include "dlckpt/heartbeat.h"
@@ -16,6 +17,8 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage: mpiexec -n P dlckpt-codec --rendezvous PATH [OPTIONS]
+       mpiexec -n P dlckpt-codec --mode encode --epoch E [OPTIONS]
+       mpiexec -n P dlckpt-codec --mode recover --lost NODE[,NODE] [--epoch E] [OPTIONS]
 
 The dlckpt codec service: start exactly one process per node, on the nodes of
 the application and on the spare nodes (dlckpt-run does this). Rank 0 listens
@@ -25,8 +28,17 @@ groups; each ENCODE computes XOR (one spare per group) or Reed-Solomon parity
 of the committed epoch of every store onto the spares; RECOVER rebuilds lost
 stores on spare nodes.
 
+The one-shot modes need no network: --mode encode computes the parity of
+epoch E of every store of the job found on the nodes; --mode recover surveys
+the nodes, decides as dlckpt-run does (the newest epoch recoverable in every
+group, or E), rebuilds the stores of the lost nodes on spare nodes and prints
+where every rank now lives. Run them with one process per surviving node.
+
 options:
-  --rendezvous PATH       rendezvous file to write (required)
+  --mode service|encode|recover   (default service)
+  --epoch E               the epoch to encode (encode) or to insist on (recover)
+  --lost NODE[,NODE]      nodes that are gone (recover)
+  --rendezvous PATH       rendezvous file to write (required for the service)
   --job ID                job id (default $DLCKPT_JOB)
   --group-size G          data nodes per group (default: all in one group)
   --spares-per-group K    parity nodes per group (default 1)
@@ -64,7 +76,9 @@ std::string HostNode() {
 int main(int argc, char** argv) {
   dlckpt::codec::ServiceConfig cfg;
   if (const char* j = std::getenv("DLCKPT_JOB")) cfg.job = j;
-  std::string scheme;
+  std::string scheme, mode = "service";
+  uint64_t epoch = 0;
+  std::vector<std::string> lost;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -85,7 +99,22 @@ int main(int argc, char** argv) {
       return true;
     };
     long n = 0;
-    if (a == "--rendezvous") {
+    if (a == "--mode") {
+      if (v != "service" && v != "encode" && v != "recover") return Usage("--mode: service, encode or recover");
+      mode = v;
+    } else if (a == "--epoch") {
+      if (!number(1, 1L << 62, &n)) return Usage("--epoch: bad value " + v);
+      epoch = static_cast<uint64_t>(n);
+    } else if (a == "--lost") {
+      size_t start = 0;
+      while (start <= v.size()) {
+        size_t comma = v.find(',', start);
+        std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        if (!item.empty()) lost.push_back(item);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    } else if (a == "--rendezvous") {
       cfg.rendezvous = v;
     } else if (a == "--job") {
       cfg.job = v;
@@ -113,7 +142,9 @@ int main(int argc, char** argv) {
       return Usage("unknown option " + a);
     }
   }
-  if (cfg.rendezvous.empty()) return Usage("--rendezvous PATH is required");
+  if (mode == "service" && cfg.rendezvous.empty()) return Usage("--rendezvous PATH is required");
+  if (mode == "encode" && epoch == 0) return Usage("--mode encode needs --epoch E");
+  if (mode == "recover" && lost.empty()) return Usage("--mode recover needs --lost NODE[,NODE]");
   if (cfg.job.empty()) return Usage("no job id (--job or $DLCKPT_JOB)");
   cfg.scheme = scheme.empty() ? (cfg.spares_per_group == 1 ? "xor" : "rs") : scheme;
   cfg.node = HostNode();
@@ -137,7 +168,9 @@ int main(int argc, char** argv) {
 
   MPI_Init(&argc, &argv);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  dlckpt::Status s = dlckpt::codec::RunService(MPI_COMM_WORLD, cfg);
+  dlckpt::Status s = mode == "encode"    ? dlckpt::codec::RunEncodeOnce(MPI_COMM_WORLD, cfg, epoch)
+                     : mode == "recover" ? dlckpt::codec::RunRecoverOnce(MPI_COMM_WORLD, cfg, lost, epoch)
+                                         : dlckpt::codec::RunService(MPI_COMM_WORLD, cfg);
   if (!s.ok()) {
     std::fprintf(stderr, "dlckpt-codec[%s]: %s\n", cfg.node.c_str(), s.ToString().c_str());
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -18,6 +18,7 @@
 #include "dlckpt/groups.h"
 #include "dlckpt/memfs.h"
 #include "dlckpt/protocol.h"
+#include "dlckpt/recovery.h"
 #include "parity.h"
 
 namespace dlckpt::codec {
@@ -73,6 +74,10 @@ class Service {
 
   Status Init();
   Status Serve();
+  // One-shot modes (no network): encode `epoch` of the stores found on the
+  // nodes; or survey, decide and rebuild after losing `lost` nodes.
+  Status EncodeOnce(uint64_t epoch);
+  Status RecoverOnce(const std::vector<std::string>& lost, uint64_t epoch);
 
  private:
   // ---- collectives helpers ----
@@ -573,6 +578,8 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
       }
       auto s = memfs::Store::Attach(n, memfs::AttachMode::kOwner);
       Status st = s.ok() ? (*s)->Restore(e) : s.status();
+      // No silent corruption: a restored checkpoint is checked like a rebuilt one.
+      if (st.ok()) st = (*s)->Verify(e);
       if (!st.ok() && mine.ok()) mine = st.Prefixed("restore " + n + " to epoch " + std::to_string(e));
     }
   }
@@ -923,10 +930,115 @@ Status Service::Serve() {
   return Status::OK();
 }
 
+Status Service::EncodeOnce(uint64_t epoch) {
+  // The layout is what the nodes hold: every store of the job on each node.
+  protocol::Writer w;
+  auto names = Env::Default()->ListShm("/dlckpt." + cfg_.job + "." + cfg_.node + ".r");
+  std::vector<int32_t> ranks;
+  if (names.ok()) {
+    for (const auto& n : *names) {
+      if (RankOfStore(n) >= 0) ranks.push_back(RankOfStore(n));
+    }
+  }
+  w.U32(static_cast<uint32_t>(ranks.size()));
+  for (int32_t r : ranks) w.I32(r);
+  DLCKPT_ASSIGN_OR_RETURN(auto all, AllgatherStrings(w.data()));
+  protocol::Hello h;
+  h.job = cfg_.job;
+  for (size_t i = 0; i < all.size(); ++i) {
+    protocol::Reader rd(all[i], "store list");
+    uint32_t n = 0;
+    (void)rd.U32(&n);
+    for (uint32_t j = 0; j < n; ++j) {
+      int32_t r;
+      (void)rd.I32(&r);
+      auto name = memfs::StoreName(cfg_.job, nodes_[i], r);
+      h.layout.push_back({r, nodes_[i], name.ok() ? *name : ""});
+    }
+  }
+  if (h.layout.empty()) return Status::NotFound("no store of job " + cfg_.job + " on any node");
+  DLCKPT_RETURN_IF_ERROR(Hello(h));
+  protocol::Done d = Encode(epoch);
+  if (d.code != 0) return Status::Error(d.code, d.message);
+  if (rank_ == 0) {
+    std::printf("encoded epoch %llu: %llu bytes in %.3f s; %s\n", static_cast<unsigned long long>(epoch),
+                static_cast<unsigned long long>(d.bytes), d.seconds, StatusText().c_str());
+  }
+  return Status::OK();
+}
+
+Status Service::RecoverOnce(const std::vector<std::string>& lost, uint64_t epoch) {
+  DLCKPT_ASSIGN_OR_RETURN(protocol::SurveyReply survey, Survey());
+  // Rank 0 decides, as dlckpt-run would, and tells everyone.
+  std::string plan_bytes;
+  Status decided;
+  if (rank_ == 0) {
+    recovery::Input in;
+    in.survey = survey;
+    in.dead_nodes.insert(lost.begin(), lost.end());
+    std::set<std::string> used;
+    for (const auto& n : survey.nodes) {
+      for (const auto& st : n.stores) {
+        if (st.rank >= 0) {
+          in.placement[st.rank] = n.node;
+          used.insert(n.node);
+        }
+      }
+      for (const auto& p : n.parities) {
+        for (const auto& m : p.members) {
+          if (!in.dead_nodes.count(m.node)) continue;
+          for (int32_t r : m.ranks) in.placement.emplace(r, m.node);
+        }
+      }
+    }
+    for (const auto& n : nodes_) {
+      if (!used.count(n)) in.free_nodes.push_back(n);
+    }
+    auto plan = in.placement.empty() ? Result<recovery::Plan>(Status::NotFound("no store of job " + cfg_.job))
+                                     : recovery::Decide(in);
+    if (plan.ok() && epoch != 0 && plan->epoch != epoch) {
+      plan = Status::Error(ENOTRECOVERABLE, "epoch " + std::to_string(epoch) +
+                                                " was asked for, but the newest recoverable epoch is " +
+                                                std::to_string(plan->epoch));
+    }
+    if (plan.ok()) {
+      std::printf("recovery plan: %s\n", plan->summary.c_str());
+      for (const auto& [r, node] : plan->placement) std::printf("  rank %d -> %s\n", r, node.c_str());
+      plan_bytes = protocol::EncodeRecover(recovery::ToRecoverMessage(*plan));
+    } else {
+      decided = plan.status();
+    }
+  }
+  DLCKPT_RETURN_IF_ERROR(Agree(decided, "recovery decision"));
+  uint32_t cmd = kCmdRecover;
+  DLCKPT_RETURN_IF_ERROR(BroadcastCommand(&cmd, &plan_bytes));
+  DLCKPT_ASSIGN_OR_RETURN(protocol::Recover req, protocol::DecodeRecover(plan_bytes));
+  protocol::Done d = Recover(req);
+  if (d.code != 0) return Status::Error(d.code, d.message);
+  if (rank_ == 0) {
+    std::printf("recovered epoch %llu: %llu bytes rebuilt in %.3f s\n", static_cast<unsigned long long>(d.epoch),
+                static_cast<unsigned long long>(d.bytes), d.seconds);
+  }
+  return Status::OK();
+}
+
 Status RunService(MPI_Comm world, const ServiceConfig& config) {
   Service s(world, config);
   DLCKPT_RETURN_IF_ERROR(s.Init());
   return s.Serve();
+}
+
+Status RunEncodeOnce(MPI_Comm world, const ServiceConfig& config, uint64_t epoch) {
+  Service s(world, config);
+  DLCKPT_RETURN_IF_ERROR(s.Init());
+  return s.EncodeOnce(epoch);
+}
+
+Status RunRecoverOnce(MPI_Comm world, const ServiceConfig& config, const std::vector<std::string>& lost,
+                      uint64_t epoch) {
+  Service s(world, config);
+  DLCKPT_RETURN_IF_ERROR(s.Init());
+  return s.RecoverOnce(lost, epoch);
 }
 
 }  // namespace dlckpt::codec

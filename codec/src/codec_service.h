@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dlckpt/reduce_transport.h"
 #include "dlckpt/status.h"
@@ -48,6 +49,16 @@ class Service;
 // Runs the service until SHUTDOWN (collective over `world`). Returns the
 // error that made it stop early, if any.
 Status RunService(MPI_Comm world, const ServiceConfig& config);
+
+// One-shot modes, for scripts and operators (collective over `world`, one
+// process per node as for the service; no network, no rendezvous):
+// encode `epoch` of the job's stores found on the nodes (the layout is what
+// the nodes hold), or survey the nodes, decide like dlckpt-run (the newest
+// epoch recoverable in every group, or `epoch` if given) and rebuild the
+// stores of the `lost` nodes on spare nodes. Rank 0 prints what it did.
+Status RunEncodeOnce(MPI_Comm world, const ServiceConfig& config, uint64_t epoch);
+Status RunRecoverOnce(MPI_Comm world, const ServiceConfig& config, const std::vector<std::string>& lost,
+                      uint64_t epoch);
 
 }  // namespace dlckpt::codec
 

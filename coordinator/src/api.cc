@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -34,6 +35,16 @@ struct State {
 State& S() {
   static State* const s = new State();
   return *s;
+}
+
+// "The application started writing checkpoint E" for dlckpt-run's
+// phase:write failure injection: reported once per checkpoint, on the first
+// write into memfs after the previous checkpoint.
+std::atomic<uint64_t> g_next_epoch{1};
+std::atomic<int> g_rank{0};
+void OnFirstWrite() {
+  events::Emit("app", "write-begin " + std::to_string(g_next_epoch.load()) + " rank " +
+                          std::to_string(g_rank.load()));
 }
 
 int EnvInt(const char* name, int dflt) {
@@ -205,6 +216,9 @@ Status Init(MPI_Comm comm) {
   }
   DLCKPT_RETURN_IF_ERROR(Agree(connected, "dlckpt_init"));
   st.initialized = true;
+  g_rank = st.rank;
+  g_next_epoch = static_cast<uint64_t>(st.restarted_epoch) + 1;
+  if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
   if (st.rank == 0) events::Emit("app", "init " + std::to_string(st.restarted_epoch));
   return Status::OK();
 }
@@ -257,6 +271,8 @@ Status Checkpoint() {
   if (st.rank == 0) {
     events::Emit("app", "ckpt-end " + std::to_string(epoch) + " " + std::to_string(all.code()));
   }
+  g_next_epoch = epoch + 1;
+  if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
   return all;
 }
 

@@ -172,6 +172,7 @@ Status Supervisor::LaunchCodec() {
   std::vector<std::string> env{
       "DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()),
       "DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_};
+  codec_exited_ = false;
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, Spawn(argv, env, codec_log_));
   // Wait for the rendezvous, unless the codec job dies first.
   double deadline = Now() + 120;
@@ -190,17 +191,15 @@ Status Supervisor::LaunchCodec() {
       return Status::OK();
     }
     if (r.status().code() != ETIMEDOUT && r.status().code() != ENOENT) return r.status();
-    int st;
-    if (Reap(codec_pid_, &st)) {
-      codec_pid_ = -1;
-      return Status::Error(ECHILD, "the codec job ended (" + DescribeStatus(st) +
+    Tick();
+    if (codec_exited_) {
+      return Status::Error(ECHILD, "the codec job ended (" + DescribeStatus(codec_status_) +
                                        ") before it was ready; see " + codec_log_);
     }
     if (Now() > deadline) {
       return Status::Timeout("the codec service did not publish " + rendezvous_ + " within 120 s; see " +
                              codec_log_);
     }
-    Tick();
     if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "a node stopped answering heartbeats during the codec launch");
   }
 }
@@ -216,15 +215,15 @@ Status Supervisor::LaunchApp() {
                            "-genv", "DLCKPT_EVENTS", events_path_, "-genv",
                            "DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)});
   if (o_.preload) {
+    // The interposers, then the API they serve (for dlckpt_checkpoint()).
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    std::string lib = "libdlckpt_preload.so";
+    std::string libdir;
     if (n > 0) {
       self[n] = '\0';
-      fs::path p = fs::path(self).parent_path().parent_path() / "lib" / "libdlckpt_preload.so";
-      if (fs::exists(p)) lib = p.string();
+      libdir = (fs::path(self).parent_path().parent_path() / "lib").string() + "/";
     }
-    argv.insert(argv.end(), {"-genv", "LD_PRELOAD", lib});
+    argv.insert(argv.end(), {"-genv", "LD_PRELOAD", libdir + "libdlckpt_preload.so " + libdir + "libdlckpt_api.so"});
   }
   // One segment per run of consecutive ranks on one node (ranks stay in order).
   auto it = placement_.begin();
@@ -303,6 +302,13 @@ void Supervisor::HandleEvent(const events::Event& e) {
 void Supervisor::Tick() {
   for (const auto& e : follower_->Poll()) HandleEvent(e);
   double now = Now();
+  // A codec job that ended takes every node's heartbeats with it: that is
+  // not a loss of every node, so stop watching until the next launch.
+  if (codec_pid_ > 0 && Reap(codec_pid_, &codec_status_)) {
+    codec_pid_ = -1;
+    codec_exited_ = true;
+    if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
+  }
   // Nodes whose codec process went silent: lost even if no launcher noticed
   // (a power-off). They are fenced (killed) so they can never come back.
   if (heartbeat_) {
@@ -395,8 +401,7 @@ void Supervisor::CrashRanks(const std::vector<std::string>& ranks, const std::st
 }
 
 Supervisor::Outcome Supervisor::Monitor(int* app_status) {
-  bool app_done = false, codec_done = false;
-  int codec_status = 0;
+  bool app_done = false;
   if (app_pid_ <= 0) {
     *app_status = 0;
     return Outcome::kFailure;
@@ -407,10 +412,6 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
       app_done = true;
       app_pid_ = -1;
     }
-    if (!codec_done && codec_pid_ > 0 && Reap(codec_pid_, &codec_status)) {
-      codec_done = true;
-      codec_pid_ = -1;
-    }
     if (app_done) {
       if (WIFEXITED(*app_status) && WEXITSTATUS(*app_status) == 0 && dead_.size() == 0) return Outcome::kDone;
       if (WIFEXITED(*app_status) && WEXITSTATUS(*app_status) == 0) {
@@ -420,8 +421,8 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
       Log("application job ended: " + DescribeStatus(*app_status));
       return Outcome::kFailure;
     }
-    if (codec_done) {
-      Log("codec job ended: " + DescribeStatus(codec_status) + " (log: " + codec_log_ + ")");
+    if (codec_exited_) {
+      Log("codec job ended: " + DescribeStatus(codec_status_) + " (log: " + codec_log_ + ")");
       return Outcome::kFailure;
     }
     if (heartbeat_failure_) return Outcome::kFailure;  // the launchers may never notice
@@ -435,6 +436,7 @@ void Supervisor::TearDownJobs() {
   codec_.reset();
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
   heartbeat_failure_ = false;
+  codec_exited_ = false;
   for (pid_t* pid : {&app_pid_, &codec_pid_}) {
     if (*pid > 0) kill(*pid, SIGTERM);  // Hydra ends its ranks
   }
@@ -519,13 +521,28 @@ Status Supervisor::WaitForAppInit(double timeout) {
     }
     if (Now() > deadline) return Status::Timeout("the relaunched application did not start");
     if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "a node stopped answering heartbeats during the relaunch");
+    if (codec_exited_) return Status::Error(ECHILD, "the codec job ended during the relaunch");
     struct timespec ts{0, 5 * 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
   return Status::OK();
 }
 
-void Supervisor::Cleanup() {
+void Supervisor::Cleanup(int exit_code) {
+  if (exit_code != 0 && !o_.verbose) {
+    // The codec's own words, before its log goes with the run directory.
+    auto log = Env::Default()->ReadFile(codec_log_);
+    if (log.ok() && !log->empty()) {
+      std::vector<std::string> lines;
+      std::istringstream is(*log);
+      for (std::string l; std::getline(is, l);) {
+        if (l.find("dlckpt-codec") != std::string::npos) lines.push_back(l);
+      }
+      size_t from = lines.size() > 12 ? lines.size() - 12 : 0;
+      if (from < lines.size()) Log("last codec messages (" + codec_log_ + "):");
+      for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "  %s\n", lines[i].c_str());
+    }
+  }
   if (o_.keep) {
     Log("keeping stores and " + run_dir_ + " (--keep)");
     return;
@@ -544,7 +561,7 @@ void Supervisor::PrintSummary(int exit_code) {
   std::ostringstream os;
   os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << "; " << checkpoints_
      << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "")
-     << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - start_, 1) << " s\n";
+     << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
   for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
   for (size_t i = 0; i < recoveries_.size(); ++i) {
     const auto& r = recoveries_[i];
@@ -570,13 +587,15 @@ int Supervisor::Run() {
     Log(s.ToString());
     return kExitSetup;
   }
-  start_ = Now();
+  run_start_ = Now();
   s = LaunchCodec();
   if (s.ok()) s = LaunchApp();
+  // Timed and random failures count from the application's launch.
+  start_ = Now();
   if (!s.ok()) {
     Log(s.ToString());
     TearDownJobs();
-    Cleanup();
+    Cleanup(kExitSetup);
     return kExitSetup;
   }
   Log("job " + o_.job + ": " + std::to_string(o_.nodes) + " data node(s) x " +
@@ -605,14 +624,14 @@ int Supervisor::Run() {
       TearDownJobs();
       int rc = WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1;
       PrintSummary(rc);
-      Cleanup();
+      Cleanup(rc);
       return rc;
     }
     if (out == Outcome::kTimeout) {
       Log("--timeout " + Fixed(o_.timeout, 0) + " s reached; stopping the job");
       TearDownJobs();
       PrintSummary(124);
-      Cleanup();
+      Cleanup(124);
       return 124;
     }
     // A failure.
@@ -624,7 +643,7 @@ int Supervisor::Run() {
       if (++failures_without_progress >= 2) {
         Log("the application failed twice without a node loss and without progress; giving up");
         PrintSummary(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
-        Cleanup();
+        Cleanup(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
         return WIFEXITED(app_status) && WEXITSTATUS(app_status) ? WEXITSTATUS(app_status) : 1;
       }
     } else {
@@ -636,7 +655,7 @@ int Supervisor::Run() {
       if (recoveries_started_ > o_.max_recoveries) {
         Log("recovery limit reached (--max-recoveries " + std::to_string(o_.max_recoveries) + ")");
         PrintSummary(kExitTooManyRecoveries);
-        Cleanup();
+        Cleanup(kExitTooManyRecoveries);
         return kExitTooManyRecoveries;
       }
       in_recovery_ = true;
@@ -648,7 +667,7 @@ int Supervisor::Run() {
         Log(s.message());
         TearDownJobs();
         PrintSummary(kExitUnrecoverable);
-        Cleanup();
+        Cleanup(kExitUnrecoverable);
         return kExitUnrecoverable;
       }
       Log("recovery failed: " + s.ToString());
@@ -656,7 +675,7 @@ int Supervisor::Run() {
       TearDownJobs();
       if (!another_failure) {
         PrintSummary(kExitSetup);
-        Cleanup();
+        Cleanup(kExitSetup);
         return kExitSetup;
       }
       Log("a node failed during the recovery; starting over");
@@ -671,7 +690,7 @@ int Supervisor::Run() {
       if (last_kill_ < 0) {
         TearDownJobs();
         PrintSummary(kExitSetup);
-        Cleanup();
+        Cleanup(kExitSetup);
         return kExitSetup;
       }
       continue;  // a failure injected right at relaunch: handled by the next round

@@ -57,7 +57,7 @@ class Supervisor {
   // Survey, decide, rebuild. Sets *fatal for errors that end the run.
   Status Recover(RecoveryTimes* t, int* exit_code);
   Status WaitForAppInit(double timeout);
-  void Cleanup();
+  void Cleanup(int exit_code);
   void PrintSummary(int exit_code);
   void Log(const std::string& msg) const;
   double Now() const;
@@ -76,8 +76,11 @@ class Supervisor {
   std::unique_ptr<events::Follower> follower_;
   std::unique_ptr<heartbeat::Monitor> heartbeat_;
   std::string heartbeat_key_, heartbeat_address_;
-  bool heartbeat_failure_ = false;  // a node went silent: the jobs will not end by themselves
+  bool heartbeat_failure_ = false;
+  bool codec_exited_ = false;  // the codec job ended (reaped by Tick)
+  int codec_status_ = 0;  // a node went silent: the jobs will not end by themselves
 
+  double run_start_ = 0;     // dlckpt-run started the jobs
   double start_ = 0;         // first application launch
   double last_kill_ = -1;    // time of the last injected kill
   std::vector<double> kill_at_;  // per KillSpec: scheduled time, or -1

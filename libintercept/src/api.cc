@@ -111,5 +111,7 @@ bool RoutesToMemfs(std::string_view path) {
 
 std::vector<std::string> Prefixes() { return P().prefixes.prefixes(); }
 
+void ArmWriteHook(void (*hook)()) { internal::WriteHook().store(hook, std::memory_order_release); }
+
 }  // namespace dlckpt::intercept
 

@@ -35,6 +35,11 @@ std::atomic<long> dlckpt_ic_fd_count{0};
 
 namespace dlckpt::intercept::internal {
 
+std::atomic<void (*)()>& WriteHook() {
+  static std::atomic<void (*)()> hook{nullptr};
+  return hook;
+}
+
 std::mutex& StreamRegistryMutex();  // stdio.cc
 std::mutex& DirRegistryMutex();     // dir.cc
 

@@ -130,6 +130,9 @@ void FillStat(const memfs::FileInfo& info, struct stat* st);
 uint64_t SynthIno(std::string_view path);
 
 // Sets errno from a Status and returns -1.
+// The hook armed by ArmWriteHook (nullptr when none).
+std::atomic<void (*)()>& WriteHook();
+
 int Fail(const Status& s);
 int FailErrno(int err);
 

@@ -47,6 +47,9 @@ bool EmulatedAppend(const OpenFile& f) {
 }
 
 ssize_t WriteOp(StoreRef& ref, OpenFile& f, const void* buf, size_t len, off_t off, int& err) {
+  if (auto* hook = WriteHook().load(std::memory_order_relaxed)) {
+    if (WriteHook().compare_exchange_strong(hook, nullptr)) hook();
+  }
   if (f.kind == Kind::kPath) {
     err = EBADF;
     return -1;

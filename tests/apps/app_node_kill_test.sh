@@ -20,16 +20,17 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL ($app $scheme seed $seed): $*" >&2; cat "$out" >&2; exit 1; }
 
-args=(--iters 16 --sleep-ms 80)
+args=(--iters 16 --sleep-ms 80 --ckpt-every 1)
 RANDOM=$seed
-when=$(( 600 + RANDOM % 1800 ))   # ms after the start
+epoch=$(( 2 + RANDOM % 10 ))      # after this checkpoint ...
+delay=$(( RANDOM % 150 ))          # ... plus this many ms, somewhere in the next iteration
 n1=$(( RANDOM % 4 )); n2=$(( (n1 + 1 + RANDOM % 3) % 4 ))
 if [ "$scheme" = xor ]; then
   layout=(--nodes 4 --spares 1 --scheme xor); victims="vn$n1"
 else
   layout=(--nodes 4 --spares 2 --scheme rs); victims="vn$n1,vn$n2"
 fi
-at="time:$(( when / 1000 )).$(printf %03d $(( when % 1000 )))"
+at="checkpoint:$epoch+0.$(printf %03d $delay)"
 
 ref=$(DLCKPT_JOB="${job}ref" timeout -k 5 120 mpiexec -launcher fork -n 4 "$bin/$app-dlckpt" "${args[@]}" 2>/dev/null \
       | sed -n 's/^checksum: //p')
@@ -43,6 +44,7 @@ rc=$?
 got=$(sed -n 's/^checksum: //p' "$out")
 [ "$got" = "$ref" ] || fail "checksum '$got' differs from the failure-free run's '$ref'"
 grep -q "killing node" "$out" || fail "no node was killed (the run ended before $at)"
+grep -q "restarted from iteration" "$out" || fail "the application did not restart from a checkpoint"
 if ls /dev/shm | grep -q "^dlckpt\.$job\."; then fail "shared memory objects left behind"; fi
 grep -E "^dlckpt-run: +(recovery|node killed)|^METRIC" "$out"
 echo "app_node_kill_test $app $scheme seed $seed: ok (checksum $ref)"

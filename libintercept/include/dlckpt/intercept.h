@@ -102,6 +102,13 @@ DLCKPT_INTERCEPT_API Status FlushStreams();
 // again, with the configuration at that time.
 DLCKPT_INTERCEPT_API Status DetachStore();
 
+// Calls `hook` once, on the first write to a memfs file after this call (the
+// application started writing its next checkpoint; dlckpt-run's phase:write
+// failure injection uses it). A later call replaces a hook not yet run. The
+// hook runs on the writing thread before the write, outside every lock, and
+// must not do file I/O under the prefix. nullptr disarms.
+DLCKPT_INTERCEPT_API void ArmWriteHook(void (*hook)());
+
 // True if `path` (absolute, or relative to the working directory) is served by
 // memfs under the current prefixes and dlckpt_enabled.
 DLCKPT_INTERCEPT_API bool RoutesToMemfs(std::string_view path);

@@ -153,6 +153,12 @@ say() { echo "$*" | tee -a "$logf"; }
 row() {  # section target metric value unit
   echo "$1,$2,$3,$4,$5" >>"$csv"
 }
+# Runs a command in the background (so that a signal reaches this script's
+# trap at once) with its output in $work/out; status of the command.
+run_bg() { "$@" >"$work/out" 2>&1 & wait $!; }
+# The same, each output line time-stamped live into FILE (pipefail: the
+# command's status).
+run_stamped() { local f=$1; shift; ( "$@" 2>&1 | stamp >"$f" ) & wait $!; }
 # Prefix every line with the wall clock (seconds, microseconds).
 stamp() { while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
 now() { echo "$EPOCHREALTIME"; }
@@ -181,6 +187,7 @@ fi
 declare -A ior_write
 if has_part ior; then
   say ""
+  row load ior loadavg1 "$(cut -d' ' -f1 /proc/loadavg)" ""
   say "== (a) IOR: $ranks ranks x $mib MiB, file per process, 1 MiB transfers, fsync (-e), best of $reps"
   ior_args=(-a POSIX -b "${mib}m" -t 1m -s 1 -F -w -e -C -i "$reps")
   for t in "${targets[@]}" dlckpt; do
@@ -192,8 +199,8 @@ if has_part ior; then
       mkdir -p "${target_dir[$t]}/ior"
       cmd="$ior ${ior_args[*]} -o ${target_dir[$t]}/ior/ior.dat"
     fi
-    res=$(setsid timeout -k 5 600 $cmd 2>&1)
-    rc=$?
+    run_bg setsid timeout -k 5 600 $cmd
+    rc=$? res=$(cat "$work/out")
     echo "$res" >>"$logf"
     w=$(echo "$res" | sed -n 's/^Max Write: *\([0-9.]*\) MiB\/sec.*/\1/p' | tail -1)
     if [ "$rc" != 0 ] || [ -z "$w" ]; then
@@ -213,19 +220,20 @@ declare -A ckpt_med
 if has_part ckpt; then
   bytes=""
   say ""
+  row load ckpt loadavg1 "$(cut -d' ' -f1 /proc/loadavg)" ""
   say "== (b) checkpoint study: $app $app_args, $ranks ranks, $iters checkpoints per run (median)"
   for t in "${targets[@]}" dlckpt; do
     if [ "$t" = dlckpt ]; then
       job=${tag}c; jobs_made+=("$job")
-      res=$(setsid timeout -k 5 900 "$bin/dlckpt-run" --job "$job" --nodes "$ranks" --spares 1 \
+      run_bg setsid timeout -k 5 900 "$bin/dlckpt-run" --job "$job" --nodes "$ranks" --spares 1 \
               --capacity "$(( 3 * mib + 64 ))M" -- "$bin/$app-dlckpt" $app_args --iters "$iters" \
-              --ckpt-every 1 2>&1)
+              --ckpt-every 1
     else
       d=${target_dir[$t]}/ckpt; rm -rf "$d"
-      res=$(setsid timeout -k 5 900 mpiexec -launcher fork -n "$ranks" "$bin/$app" $app_args \
-              --iters "$iters" --ckpt-every 1 --ckpt-dir "$d" 2>&1)
+      run_bg setsid timeout -k 5 900 mpiexec -launcher fork -n "$ranks" "$bin/$app" $app_args \
+              --iters "$iters" --ckpt-every 1 --ckpt-dir "$d"
     fi
-    rc=$?
+    rc=$? res=$(cat "$work/out")
     echo "$res" >>"$logf"
     if [ "$rc" != 0 ]; then say "  $t: $app failed (exit $rc); output in $logf"; echo "$res" | tail -5 >&2; exit 1; fi
     [ -n "$bytes" ] || bytes=$(echo "$res" | sed -n 's/^checkpoint bytes per rank: //p' | head -1)
@@ -251,6 +259,7 @@ wait_line() {  # file re timeout_s
 }
 if has_part recovery; then
   say ""
+  row load recovery loadavg1 "$(cut -d' ' -f1 /proc/loadavg)" ""
   say "== (c) recovery: $app $app_args, $ranks ranks, node of rank 1 killed after checkpoint $rec_at"
   rargs=($app_args --iters "$rec_iters" --ckpt-every 1 --sleep-ms "$sleep_ms")
 
@@ -259,7 +268,7 @@ if has_part recovery; then
   l1=$work/rec-g1.log l2=$work/rec-g2.log
   (setsid timeout -k 5 900 mpiexec -launcher fork -n "$ranks" "$bin/$app" "${rargs[@]}" \
      --ckpt-dir "$d" 2>&1 | stamp >"$l1") &
-  first=$!
+  first=$!   # its end is awaited below (after the kill)
   if ! wait_line "$l1" "checkpoint: iteration $rec_at complete" 600 >/dev/null; then
     say "  glusterfs: checkpoint $rec_at never completed"; cat "$l1" >&2; exit 1
   fi
@@ -274,9 +283,9 @@ if has_part recovery; then
   t_exit=$(now)
   if [ "$cold" = 1 ]; then sync; echo 3 >/proc/sys/vm/drop_caches; fi
   t_launch=$(now)
-  setsid timeout -k 5 900 mpiexec -launcher fork -n "$ranks" "$bin/$app" "${rargs[@]}" \
-    --ckpt-dir "$d" 2>&1 | stamp >"$l2"
-  rc=${PIPESTATUS[0]}
+  run_stamped "$l2" setsid timeout -k 5 900 mpiexec -launcher fork -n "$ranks" "$bin/$app" \
+    "${rargs[@]}" --ckpt-dir "$d"
+  rc=$?
   t_res=$(grep -m1 "restarted from iteration" "$l2" | cut -d' ' -f1)
   cat "$l1" "$l2" >>"$logf"
   [ "$rc" = 0 ] && [ -n "$t_res" ] || { say "  glusterfs: the rerun did not restart (exit $rc)"; tail -5 "$l2" >&2; exit 1; }
@@ -291,10 +300,10 @@ if has_part recovery; then
   # dlckpt: dlckpt-run kills the node itself and recovers.
   job=${tag}r; jobs_made+=("$job")
   l3=$work/rec-d.log
-  setsid timeout -k 5 900 "$bin/dlckpt-run" --job "$job" --nodes "$ranks" --spares 1 \
-    --capacity "$(( 3 * mib + 64 ))M" --kill-node vn1 --at "checkpoint:$rec_at" \
-    -- "$bin/$app-dlckpt" "${rargs[@]}" 2>&1 | stamp >"$l3"
-  rc=${PIPESTATUS[0]}
+  run_stamped "$l3" setsid timeout -k 5 900 "$bin/dlckpt-run" --job "$job" --nodes "$ranks" \
+    --spares 1 --capacity "$(( 3 * mib + 64 ))M" --kill-node vn1 --at "checkpoint:$rec_at" \
+    -- "$bin/$app-dlckpt" "${rargs[@]}"
+  rc=$?
   cat "$l3" >>"$logf"
   t_kill=$(grep -m1 "killing node" "$l3" | cut -d' ' -f1)
   t_res=$(grep -m1 "restarted from iteration" "$l3" | cut -d' ' -f1)
@@ -313,6 +322,7 @@ fi
 # ---------------------------------------------------------------- figures
 say ""
 say "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores, shared)"
+row load end loadavg1 "$(cut -d' ' -f1 /proc/loadavg)" ""
 if [ "$plot" = 1 ]; then
   py=python3; [ -x /usr/bin/python3 ] && py=/usr/bin/python3   # Debian's, with python3-matplotlib
   if "$py" -c 'import matplotlib' 2>/dev/null; then

@@ -341,14 +341,27 @@ cmd_guard() {
   fi
 }
 
+# A signal while CMD runs: pass SIGTERM on, give CMD 10 s to clean up after
+# itself (it uses the mount), then SIGKILL; the EXIT trap tears down.
+on_signal() {
+  local i
+  if [ -n "${child:-}" ] && kill -0 "$child" 2>/dev/null; then
+    kill -TERM "$child" 2>/dev/null
+    for i in $(seq 1 100); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$child" 2>/dev/null
+  fi
+  exit "$1"
+}
+
 cmd_run() {
   [ "${1:-}" = -- ] && shift
   [ $# -gt 0 ] || { err "run: no command given"; usage >&2; return 2; }
-  local rc guard
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
-  trap 'exit 129' HUP
-  trap 'rc=$?; [ -n "${guard:-}" ] && kill "$guard" 2>/dev/null; cmd_down || rc=1; exit $rc' EXIT
+  local rc
+  guard="" child=""
+  trap 'on_signal 130' INT
+  trap 'on_signal 143' TERM
+  trap 'on_signal 129' HUP
+  trap 'rc=$?; [ -n "$guard" ] && kill "$guard" 2>/dev/null; cmd_down || rc=1; exit $rc' EXIT
   cmd_up; rc=$?
   if [ "$rc" != 0 ]; then exit "$rc"; fi
   echo $$ >"$DIR/owner"
@@ -356,8 +369,12 @@ cmd_run() {
   setsid "$SELF" --dir "$DIR" --mount "$MNT" --volume "$VOL" _guard $$ "$(start_time $$)" \
     </dev/null >/dev/null 2>&1 &
   guard=$!
-  GLUSTER_MNT=$MNT GLUSTER_VOL=$VOL GLUSTER_DIR=$DIR "$@"
+  # In the background so that a signal runs its trap at once; stdin kept.
+  GLUSTER_MNT=$MNT GLUSTER_VOL=$VOL GLUSTER_DIR=$DIR "$@" <&0 &
+  child=$!
+  wait "$child"
   rc=$?
+  child=""
   exit "$rc"
 }
 

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 LABELS = {
-    "dlckpt": "/dlckpt\n(dlckpt-run)",
+    "dlckpt": "/dlckpt under dlckpt-run\n(write + encode)",
     "fuse": "dlckpt-fuse\nmount",
     "devshm": "/dev/shm",
     "disk": "local disk\n(fsync)",

@@ -61,7 +61,7 @@ for r in "ior,glusterfs,write_bw" "ckpt,glusterfs,ckpt_seconds" "ckpt,dlckpt,ckp
          "recovery,glusterfs,total" "recovery,dlckpt,total"; do
   grep -qE "^$r,[0-9.]+," "$out/glusterfs.csv" || fail "no row $r in the CSV"
 done
-grep -E "^METRIC|^  [a-z/]+ .*(MiB/s|checkpoint|restarted)" "$log"
+grep -E "^METRIC|^  [a-z/]+:? .*(MiB/s|checkpoint|restarted)" "$log"
 nothing_left "comparison"
 
 # 2. Distribution over bricks, then SIGKILL of the script: the watchdog cleans up.

@@ -110,7 +110,7 @@ resolve_host() {
 }
 
 gcli() {
-  timeout -k 5 60 gluster --mode=script --glusterd-sock="$DIR/run/glusterd.socket" \
+  timeout -k 5 30 gluster --mode=script --glusterd-sock="$DIR/run/glusterd.socket" \
     --log-file="$DIR/log/cli.log" "$@"
 }
 

@@ -92,6 +92,7 @@ nothing_left "SIGKILL of gluster_volume.sh run"
 # 3. A crashed instance: every gluster process of ours killed, a dead mount left.
 "$vol" -q up >"$log" 2>&1 || fail "gluster_volume.sh up failed"
 for p in /proc/[0-9]*; do
+  [ "$(readlink "$p/exe" 2>/dev/null)" = /usr/sbin/glusterfsd ] || continue
   tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "$DLCKPT_GLUSTER_DIR/" && kill -KILL "${p#/proc/}" 2>/dev/null
 done
 sleep 0.5

@@ -59,6 +59,8 @@ options (environment variable in brackets):
   --volume NAME  volume name [DLCKPT_GLUSTER_VOL, default dlckptvol]
   --bricks N     bricks of the distributed volume, >= 2 [DLCKPT_GLUSTER_BRICKS, default 2]
   -q, --quiet    print only errors and the layout
+  (DLCKPT_GLUSTER_KEEP_LOGS=DIR: \`down\` copies glusterd's, the bricks' and the
+  client's logs there before it removes the state directory)
   -h, --help     this text
 
 Exit status: 0 ok, 1 failure, 2 usage, 77 cannot run here (not root,

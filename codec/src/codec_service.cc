@@ -417,28 +417,19 @@ protocol::Done Service::Encode(uint64_t epoch) {
   if (!all.ok()) return finish(all);
 
   // Member records (node, ranks, image sizes) for the parity headers.
+  protocol::MemberRecord mine_record{cfg_.node, {}, sizes};
+  if (!sizes.empty()) mine_record.ranks.assign(my_app_ranks_.begin(), my_app_ranks_.end());
   protocol::Writer w;
-  w.U32(static_cast<uint32_t>(sizes.size()));
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    w.I32(my_app_ranks_[i]);
-    w.U64(sizes[i]);
+  protocol::PutMember(w, mine_record);
+  auto gathered = AllgatherStrings(w.data());
+  if (!gathered.ok()) return finish(gathered.status());
+  std::vector<protocol::MemberRecord> records(gathered->size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    protocol::Reader rd((*gathered)[i], "member record");
+    Status st = protocol::GetMember(rd, &records[i]);
+    if (!st.ok()) return finish(st);
+    for (uint64_t size : records[i].sizes) done.bytes += size;
   }
-  auto records = AllgatherStrings(w.data());
-  if (!records.ok()) return finish(records.status());
-  uint64_t total_bytes = 0;
-  for (const auto& r : *records) {
-    protocol::Reader rd(r, "member record");
-    uint32_t n = 0;
-    (void)rd.U32(&n);
-    for (uint32_t i = 0; i < n; ++i) {
-      int32_t rank;
-      uint64_t size;
-      (void)rd.I32(&rank);
-      (void)rd.U64(&size);
-      total_bytes += size;
-    }
-  }
-  done.bytes = total_bytes;
 
   Status run_status;
   if (role_.kind != RoleKind::kStandby) {
@@ -454,22 +445,7 @@ protocol::Done Service::Encode(uint64_t epoch) {
       info.k = static_cast<uint32_t>(g.k());
       info.ngroups = static_cast<uint32_t>(layout_.groups.size());
       info.scheme = g.scheme() == Scheme::kXor ? 0 : 1;
-      for (const auto& d : g.data) {
-        protocol::MemberRecord m;
-        m.node = d.node;
-        protocol::Reader rd((*records)[static_cast<size_t>(d.codec_rank)], "member record");
-        uint32_t n = 0;
-        (void)rd.U32(&n);
-        for (uint32_t i = 0; i < n; ++i) {
-          int32_t rank;
-          uint64_t size;
-          (void)rd.I32(&rank);
-          (void)rd.U64(&size);
-          m.ranks.push_back(rank);
-          m.sizes.push_back(size);
-        }
-        info.members.push_back(m);
-      }
+      for (const auto& d : g.data) info.members.push_back(records[static_cast<size_t>(d.codec_rank)]);
       struct ParitySink final : OutputSink {
         ParitySlots* slots;
         protocol::ParityReport info;

@@ -16,54 +16,15 @@ constexpr uint64_t kPrefix = 16;
 
 std::string EncodeInfo(const protocol::ParityReport& p, uint64_t length) {
   protocol::Writer w;
-  w.U64(p.epoch);
-  w.U64(p.generation);
-  w.U32(p.group);
-  w.U32(p.index);
-  w.U32(p.k);
-  w.U32(p.ngroups);
-  w.U8(p.scheme);
-  w.U8(p.complete ? 1 : 0);
+  protocol::PutParity(w, p);
   w.U64(length);
-  w.U32(static_cast<uint32_t>(p.members.size()));
-  for (const auto& m : p.members) {
-    w.Str(m.node);
-    w.U32(static_cast<uint32_t>(m.ranks.size()));
-    for (size_t i = 0; i < m.ranks.size(); ++i) {
-      w.I32(m.ranks[i]);
-      w.U64(m.sizes[i]);
-    }
-  }
   return w.Take();
 }
 
 Status DecodeInfo(std::string_view body, protocol::ParityReport* p, uint64_t* length) {
   protocol::Reader r(body, "parity header");
-  uint8_t complete;
-  DLCKPT_RETURN_IF_ERROR(r.U64(&p->epoch));
-  DLCKPT_RETURN_IF_ERROR(r.U64(&p->generation));
-  DLCKPT_RETURN_IF_ERROR(r.U32(&p->group));
-  DLCKPT_RETURN_IF_ERROR(r.U32(&p->index));
-  DLCKPT_RETURN_IF_ERROR(r.U32(&p->k));
-  DLCKPT_RETURN_IF_ERROR(r.U32(&p->ngroups));
-  DLCKPT_RETURN_IF_ERROR(r.U8(&p->scheme));
-  DLCKPT_RETURN_IF_ERROR(r.U8(&complete));
-  p->complete = complete != 0;
+  DLCKPT_RETURN_IF_ERROR(protocol::GetParity(r, p));
   DLCKPT_RETURN_IF_ERROR(r.U64(length));
-  uint32_t nm;
-  DLCKPT_RETURN_IF_ERROR(r.Count(&nm, 8));
-  p->members.resize(nm);
-  for (auto& m : p->members) {
-    DLCKPT_RETURN_IF_ERROR(r.Str(&m.node));
-    uint32_t nr;
-    DLCKPT_RETURN_IF_ERROR(r.Count(&nr, 12));
-    m.ranks.resize(nr);
-    m.sizes.resize(nr);
-    for (uint32_t i = 0; i < nr; ++i) {
-      DLCKPT_RETURN_IF_ERROR(r.I32(&m.ranks[i]));
-      DLCKPT_RETURN_IF_ERROR(r.U64(&m.sizes[i]));
-    }
-  }
   return r.End();
 }
 

@@ -224,8 +224,6 @@ Result<Done> DecodeDone(std::string_view payload) {
   return m;
 }
 
-namespace {
-
 void PutMember(Writer& w, const MemberRecord& m) {
   w.Str(m.node);
   w.U32(static_cast<uint32_t>(m.ranks.size()));
@@ -248,7 +246,36 @@ Status GetMember(Reader& r, MemberRecord* m) {
   return Status::OK();
 }
 
-}  // namespace
+void PutParity(Writer& w, const ParityReport& p) {
+  w.U32(p.group);
+  w.U32(p.index);
+  w.U32(p.k);
+  w.U32(p.ngroups);
+  w.U8(p.scheme);
+  w.U64(p.epoch);
+  w.U64(p.generation);
+  w.U8(p.complete ? 1 : 0);
+  w.U32(static_cast<uint32_t>(p.members.size()));
+  for (const auto& mem : p.members) PutMember(w, mem);
+}
+
+Status GetParity(Reader& r, ParityReport* p) {
+  uint8_t complete;
+  DLCKPT_RETURN_IF_ERROR(r.U32(&p->group));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&p->index));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&p->k));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&p->ngroups));
+  DLCKPT_RETURN_IF_ERROR(r.U8(&p->scheme));
+  DLCKPT_RETURN_IF_ERROR(r.U64(&p->epoch));
+  DLCKPT_RETURN_IF_ERROR(r.U64(&p->generation));
+  DLCKPT_RETURN_IF_ERROR(r.U8(&complete));
+  p->complete = complete != 0;
+  uint32_t nm;
+  DLCKPT_RETURN_IF_ERROR(r.Count(&nm, 8));
+  p->members.resize(nm);
+  for (auto& mem : p->members) DLCKPT_RETURN_IF_ERROR(GetMember(r, &mem));
+  return Status::OK();
+}
 
 std::string EncodeSurveyReply(const SurveyReply& m) {
   Writer w;
@@ -267,16 +294,7 @@ std::string EncodeSurveyReply(const SurveyReply& m) {
     w.U32(static_cast<uint32_t>(n.parities.size()));
     for (const auto& p : n.parities) {
       w.Str(p.name);
-      w.U32(p.group);
-      w.U32(p.index);
-      w.U32(p.k);
-      w.U32(p.ngroups);
-      w.U8(p.scheme);
-      w.U64(p.epoch);
-      w.U64(p.generation);
-      w.U8(p.complete ? 1 : 0);
-      w.U32(static_cast<uint32_t>(p.members.size()));
-      for (const auto& mem : p.members) PutMember(w, mem);
+      PutParity(w, p);
     }
   }
   return w.Take();
@@ -305,21 +323,8 @@ Result<SurveyReply> DecodeSurveyReply(std::string_view payload) {
     DLCKPT_RETURN_IF_ERROR(r.Count(&np, 42));
     n.parities.resize(np);
     for (auto& p : n.parities) {
-      uint8_t complete;
       DLCKPT_RETURN_IF_ERROR(r.Str(&p.name));
-      DLCKPT_RETURN_IF_ERROR(r.U32(&p.group));
-      DLCKPT_RETURN_IF_ERROR(r.U32(&p.index));
-      DLCKPT_RETURN_IF_ERROR(r.U32(&p.k));
-      DLCKPT_RETURN_IF_ERROR(r.U32(&p.ngroups));
-      DLCKPT_RETURN_IF_ERROR(r.U8(&p.scheme));
-      DLCKPT_RETURN_IF_ERROR(r.U64(&p.epoch));
-      DLCKPT_RETURN_IF_ERROR(r.U64(&p.generation));
-      DLCKPT_RETURN_IF_ERROR(r.U8(&complete));
-      p.complete = complete != 0;
-      uint32_t nm;
-      DLCKPT_RETURN_IF_ERROR(r.Count(&nm, 8));
-      p.members.resize(nm);
-      for (auto& mem : p.members) DLCKPT_RETURN_IF_ERROR(GetMember(r, &mem));
+      DLCKPT_RETURN_IF_ERROR(GetParity(r, &p));
     }
   }
   DLCKPT_RETURN_IF_ERROR(r.End());

@@ -140,6 +140,15 @@ Status Supervisor::Setup() {
 
 // ---- launching ----------------------------------------------------------------
 
+// Environment every launched job gets. Virtual nodes all live on this host:
+// UCX needs only shared memory there (and scanning network devices at start
+// is slow and fails while virtual hosts add and remove theirs).
+std::vector<std::string> Supervisor::JobEnv() const {
+  std::vector<std::string> env;
+  if (o_.hosts.empty() && std::getenv("UCX_TLS") == nullptr) env.push_back("UCX_TLS=self,sm");
+  return env;
+}
+
 Status Supervisor::LaunchCodec() {
   ++generation_;
   unlink(rendezvous_.c_str());
@@ -169,9 +178,9 @@ Status Supervisor::LaunchCodec() {
   if (o_.verbose) Log("codec: " + Join(argv, " "));
   heartbeat_->Expect(generation_, LiveNodes(), Env::Default()->NowNanos());
   // The key travels in the environment, never on a command line.
-  std::vector<std::string> env{
-      "DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()),
-      "DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_};
+  std::vector<std::string> env = JobEnv();
+  env.push_back("DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()));
+  env.push_back("DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_);
   codec_exited_ = false;
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, Spawn(argv, env, codec_log_));
   // Wait for the rendezvous, unless the codec job dies first.
@@ -248,7 +257,7 @@ Status Supervisor::LaunchApp() {
   }
   if (o_.verbose) Log("application: " + Join(argv, " "));
   app_initialised_ = false;
-  DLCKPT_ASSIGN_OR_RETURN(app_pid_, Spawn(argv, {}, ""));
+  DLCKPT_ASSIGN_OR_RETURN(app_pid_, Spawn(argv, JobEnv(), ""));
   return Status::OK();
 }
 

@@ -64,6 +64,7 @@ class Supervisor {
   std::vector<std::string> LiveNodes() const;
   std::vector<std::string> FreeNodes() const;
   std::string CodecPath() const;
+  std::vector<std::string> JobEnv() const;
 
   Options o_;
   std::string run_dir_, rendezvous_, events_path_, codec_log_;

@@ -1,133 +1,284 @@
-// dlckpt-ctl: control a dlckpt-fuse mount from the shell.
-#include <fcntl.h>
+// dlckpt-ctl: control dlckpt-fuse mounts from the shell: one mount
+// (checkpoint, status), or every mount of a job (checkpoint-all, run: MPI
+// programs, one process per mount).
+#include <mpi.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
+#include <vector>
 
-#include "dlckpt/fuse_mount.h"
+#include "dlckpt/fuse_control.h"
+#include "dlckpt/fuse_job.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: dlckpt-ctl COMMAND MOUNTPOINT
+using namespace dlckpt::fusefs;  // NOLINT(google-build-using-namespace)
 
-Controls a dlckpt-fuse mount.
+constexpr const char* kUsage = R"(usage: dlckpt-ctl COMMAND [ARGS]
 
-commands:
-  checkpoint MOUNTPOINT   push files still open to the store (syncfs), commit the
-                          store's working files as a new epoch, have it
-                          acknowledged, and print the epoch number. Refused
-                          once if syncfs reports a write error since the last
-                          sync (e.g. ENOSPC during writeback)
-  status MOUNTPOINT       print the store's epochs, space and last checkpoint
+Controls dlckpt-fuse mounts.
+
+one mount:
+  checkpoint MOUNTPOINT   push files still open to the store (syncfs), then
+                          trigger a checkpoint and print its epoch. A local
+                          mount commits and acknowledges its store alone; a
+                          coordinated mount under `dlckpt-ctl run` asks for a
+                          job-wide checkpoint, which is taken once the command
+                          of every process asked. Refused once if syncfs
+                          reports a write error since the last sync (e.g.
+                          ENOSPC during writeback)
+  status MOUNTPOINT       print the store's identity, epochs, space and last
+                          checkpoint
+
+every mount of a job (MPI programs: start one process per mount, e.g.
+`mpiexec -n NODES -ppn 1 dlckpt-ctl checkpoint-all --mount /mnt/ckpt`; the
+mounts must run with `dlckpt-fuse --checkpoint coordinated`):
+  checkpoint-all [OPTIONS]
+                          one job-wide checkpoint: every mount commits the same
+                          new epoch, the codec encodes it (the layout rank ->
+                          node -> store is read from the mounts), then every
+                          mount acknowledges it; on any error every mount drops
+                          it and keeps its previous epoch. An epoch left
+                          pending by an interrupted checkpoint-all is completed
+                          first. Prints the epoch (process 0)
+  run [OPTIONS] -- COMMAND [ARGS...]
+                          on every process: start dlckpt-fuse on the mount for
+                          store /dlckpt.JOB.NODE.rRANK (RANK: the MPI rank;
+                          an existing store, e.g. restored or rebuilt by a
+                          recovery, is attached), run COMMAND with
+                          DLCKPT_MOUNT, DLCKPT_RANK, DLCKPT_NODE and
+                          DLCKPT_RESTARTED_EPOCH set, and take a job-wide
+                          checkpoint (as checkpoint-all) whenever COMMAND on
+                          every process has asked for one with `dlckpt-ctl
+                          checkpoint $DLCKPT_MOUNT` (or `echo 1 >
+                          $DLCKPT_MOUNT/.dlckpt/checkpoint`). Unmounts when
+                          every COMMAND has ended; exits with COMMAND's status.
+                          Under dlckpt-run (which sets DLCKPT_JOB,
+                          DLCKPT_NODE and DLCKPT_RENDEZVOUS) the job survives
+                          node losses: `dlckpt-run --nodes N --spares S --
+                          dlckpt-ctl run --mount /mnt/{node} -- job.sh`
+
+options of checkpoint-all and run:
+  --mount PATTERN         this process's mount point; {node} is replaced by the
+                          node ($DLCKPT_NODE, else the host name) and {rank} by
+                          the MPI rank (default $DLCKPT_MOUNT)
+  --rendezvous PATH       the codec service's rendezvous file (default
+                          $DLCKPT_RENDEZVOUS, which dlckpt-run sets)
+  --no-codec              no codec: job-wide epochs without parity
+  --rendezvous-timeout S  wait up to S s for the rendezvous file (default
+                          $DLCKPT_RENDEZVOUS_TIMEOUT, else 60)
+  --encode-timeout S      wait up to S s for an encode (default
+                          $DLCKPT_ENCODE_TIMEOUT, else 3600)
+  --allow-mismatch        checkpoint even if the mounts hold different
+                          acknowledged epochs (e.g. one store was replaced)
+options of run:
+  --job JOB               job id (default $DLCKPT_JOB)
+  --capacity N, --block-size N, --max-files N
+                          geometry of new stores (default capacity:
+                          $DLCKPT_STORE_CAPACITY, which dlckpt-run sets)
+  --fuse-option OPT       one more dlckpt-fuse argument (repeatable)
+  --fuse PATH             the dlckpt-fuse executable (default: beside dlckpt-ctl)
+  --mount-timeout S       wait up to S s for a mount (default 30)
 
 Exit status: 0 on success, 1 if the command failed (the message names the
-mount and the cause, e.g. EBUSY while another checkpoint runs), 2 on bad usage.
+mount, rank or node and the cause), 2 on bad usage; run: COMMAND's status.
 )";
 
-using dlckpt::fusefs::kCheckpointFile;
-using dlckpt::fusefs::kControlDir;
-using dlckpt::fusefs::kStatusFile;
-
-int Usage(const char* why) {
-  std::fprintf(stderr, "dlckpt-ctl: %s\n(try dlckpt-ctl --help)\n", why);
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "dlckpt-ctl: %s\n(try dlckpt-ctl --help)\n", why.c_str());
   return 2;
 }
 
-// Opens MOUNT/.dlckpt/NAME, explaining a mount point that is not ours.
-int OpenControl(const std::string& mount, const char* name, int flags) {
-  std::string path = mount + "/" + kControlDir + "/" + name;
-  int fd;
-  do {
-    fd = open(path.c_str(), flags | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT || err == ENOTDIR) {
-      std::fprintf(stderr, "dlckpt-ctl: %s is not a dlckpt-fuse mount (no %s)\n", mount.c_str(),
-                   path.c_str());
-    } else {
-      std::fprintf(stderr, "dlckpt-ctl: %s: %s\n", path.c_str(), std::strerror(err));
-    }
-  }
-  return fd;
-}
-
-// Reads the whole control file from offset 0.
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[4096];
-  for (off_t off = 0;;) {
-    ssize_t n = pread(fd, buf, sizeof buf, off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    off += n;
-  }
-  return out;
-}
-
 int Checkpoint(const std::string& mount) {
-  int fd = OpenControl(mount, kCheckpointFile, O_RDWR);
-  if (fd < 0) return 1;
-  // Files written but still open (or mapped) may hold dirty pages in the
-  // kernel: push them to the store so they are part of the epoch.
-  // syncfs also reports a write error not yet reported by a syncfs (e.g. a
-  // full store during writeback): some data written through the mount was
-  // lost, so no checkpoint is taken.
-  if (syncfs(fd) != 0) {
-    std::fprintf(stderr,
-                 "dlckpt-ctl: checkpoint of %s not taken: syncfs reports a write error: %s "
-                 "(data written through the mount since the last sync may be lost; check the "
-                 "files, then checkpoint again)\n",
-                 mount.c_str(), std::strerror(errno));
-    close(fd);
-    return 1;
-  }
-  static const char kCmd[] = "checkpoint\n";
-  ssize_t n;
-  do {
-    n = write(fd, kCmd, sizeof kCmd - 1);
-  } while (n < 0 && errno == EINTR);
-  int err = errno;
-  std::string result = ReadAll(fd);
-  close(fd);
-  while (!result.empty() && result.back() == '\n') result.pop_back();
-  if (n != static_cast<ssize_t>(sizeof kCmd - 1)) {
-    std::string why = result.rfind("error: ", 0) == 0 ? result.substr(7) : std::strerror(err);
+  auto e = MountControl(mount).Trigger();
+  if (!e.ok()) {
+    std::string why = e.status().message();
+    for (std::string prefix : {"mount " + mount + ": checkpoint: ", "mount " + mount + ": "}) {
+      if (why.rfind(prefix, 0) == 0) {
+        why = why.substr(prefix.size());
+        break;
+      }
+    }
     std::fprintf(stderr, "dlckpt-ctl: checkpoint of %s failed: %s\n", mount.c_str(), why.c_str());
     return 1;
   }
-  if (result.rfind("epoch ", 0) != 0) {
-    std::fprintf(stderr, "dlckpt-ctl: checkpoint of %s: unexpected answer '%s'\n", mount.c_str(),
-                 result.c_str());
-    return 1;
-  }
-  std::printf("%s\n", result.substr(6).c_str());
+  std::printf("%" PRIu64 "\n", *e);
   return 0;
 }
 
 int PrintStatus(const std::string& mount) {
-  int fd = OpenControl(mount, kStatusFile, O_RDONLY);
-  if (fd < 0) return 1;
-  std::string text = ReadAll(fd);
-  close(fd);
-  std::fputs(text.c_str(), stdout);
+  // The raw text: every key, including those this version does not parse.
+  MountControl control(mount);
+  auto st = control.State();
+  if (!st.ok()) {
+    std::fprintf(stderr, "dlckpt-ctl: %s\n", st.status().message().c_str());
+    return 1;
+  }
+  std::string path = mount + "/.dlckpt/status";
+  FILE* f = std::fopen(path.c_str(), "re");
+  if (f == nullptr) {
+    std::fprintf(stderr, "dlckpt-ctl: %s: %s\n", path.c_str(), std::strerror(errno));
+    return 1;
+  }
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) std::fwrite(buf, 1, n, stdout);
+  std::fclose(f);
   return 0;
+}
+
+struct JobArgs {
+  std::string mount;
+  JobOptions job;
+  RunOptions run;
+};
+
+std::string EnvOr(const char* name, const std::string& dflt) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : dflt;
+}
+
+bool Seconds(const std::string& text, int* ms) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0) || v > 1e6) return false;
+  *ms = static_cast<int>(v * 1000);
+  return true;
+}
+
+std::string FusePath() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto p = self.parent_path() / "dlckpt-fuse";
+    if (std::filesystem::exists(p, ec)) return p.string();
+  }
+  return "dlckpt-fuse";
+}
+
+// Parses the options of checkpoint-all (run = false) or run; "" on success,
+// else the usage error.
+std::string ParseJobArgs(int argc, char** argv, bool run, JobArgs* a) {
+  a->mount = EnvOr("DLCKPT_MOUNT", "");
+  a->job.rendezvous = EnvOr("DLCKPT_RENDEZVOUS", "");
+  if (!Seconds(EnvOr("DLCKPT_RENDEZVOUS_TIMEOUT", "60"), &a->job.rendezvous_timeout_ms)) {
+    return "bad DLCKPT_RENDEZVOUS_TIMEOUT";
+  }
+  if (!Seconds(EnvOr("DLCKPT_ENCODE_TIMEOUT", "3600"), &a->job.encode_timeout_ms)) {
+    return "bad DLCKPT_ENCODE_TIMEOUT";
+  }
+  a->run.job = EnvOr("DLCKPT_JOB", "");
+  a->run.fuse_path = FusePath();
+  int i = 2;
+  for (; i < argc; ++i) {
+    std::string o = argv[i];
+    if (run && o == "--") {
+      ++i;
+      break;
+    }
+    if (o == "--no-codec") {
+      a->job.no_codec = true;
+      continue;
+    }
+    if (o == "--allow-mismatch") {
+      a->job.allow_mismatch = true;
+      continue;
+    }
+    if (o.rfind("--", 0) != 0) return "unexpected argument '" + o + "'" + (run ? " (put COMMAND after --)" : "");
+    if (i + 1 >= argc) return o + " needs a value";
+    std::string v = argv[++i];
+    if (o == "--mount") {
+      a->mount = v;
+    } else if (o == "--rendezvous") {
+      a->job.rendezvous = v;
+    } else if (o == "--rendezvous-timeout") {
+      if (!Seconds(v, &a->job.rendezvous_timeout_ms)) return "bad " + o + " '" + v + "'";
+    } else if (o == "--encode-timeout") {
+      if (!Seconds(v, &a->job.encode_timeout_ms)) return "bad " + o + " '" + v + "'";
+    } else if (run && o == "--job") {
+      a->run.job = v;
+    } else if (run && (o == "--capacity" || o == "--block-size" || o == "--max-files")) {
+      a->run.fuse_args.insert(a->run.fuse_args.end(), {o, v});
+    } else if (run && o == "--fuse-option") {
+      a->run.fuse_args.push_back(v);
+    } else if (run && o == "--fuse") {
+      a->run.fuse_path = v;
+    } else if (run && o == "--mount-timeout") {
+      if (!Seconds(v, &a->run.mount_timeout_ms)) return "bad " + o + " '" + v + "'";
+    } else {
+      return "unknown option " + o;
+    }
+  }
+  if (a->mount.empty()) return "no mount point: give --mount PATTERN (or set DLCKPT_MOUNT)";
+  if (a->job.rendezvous.empty() && !a->job.no_codec) {
+    return "no codec service: give --rendezvous PATH (or set DLCKPT_RENDEZVOUS; dlckpt-run does), "
+           "or --no-codec for epochs without parity";
+  }
+  if (!a->job.rendezvous.empty() && a->job.no_codec) return "--no-codec and --rendezvous exclude each other";
+  if (run) {
+    for (; i < argc; ++i) a->run.command.emplace_back(argv[i]);
+    if (a->run.command.empty()) return "no COMMAND given after --";
+    a->run.mount_pattern = a->mount;
+    a->run.checkpoint = a->job;
+  }
+  return "";
+}
+
+int CheckpointAll(const JobArgs& a) {
+  MPI_Init(nullptr, nullptr);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  JobOptions jo = a.job;
+  jo.log = [](const std::string& m) { std::fprintf(stderr, "dlckpt-ctl checkpoint-all: %s\n", m.c_str()); };
+  MountControl mount(ExpandMountPattern(a.mount, ThisNode(), rank));
+  dlckpt::Result<uint64_t> e = dlckpt::Status::IOError("not run");
+  {
+    JobCheckpointer checkpointer(MPI_COMM_WORLD, jo);
+    e = checkpointer.Checkpoint(mount);
+  }
+  if (rank == 0) {
+    if (e.ok()) {
+      std::printf("%" PRIu64 "\n", *e);
+    } else {
+      std::fprintf(stderr, "dlckpt-ctl checkpoint-all: %s\n", e.status().ToString().c_str());
+    }
+  }
+  std::fflush(stdout);
+  MPI_Finalize();
+  return e.ok() ? 0 : 1;
+}
+
+int Run(const JobArgs& a) {
+  MPI_Init(nullptr, nullptr);
+  int rc = RunJob(a.run);
+  std::fflush(stdout);
+  MPI_Finalize();
+  return rc;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
-    std::fputs(kUsage, stdout);
-    return 0;
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
   }
-  if (argc != 3) return Usage("expected COMMAND MOUNTPOINT");
-  std::string cmd = argv[1], mount = argv[2];
-  if (cmd == "checkpoint") return Checkpoint(mount);
-  if (cmd == "status") return PrintStatus(mount);
-  return Usage(("unknown command '" + cmd + "'").c_str());
+  if (argc < 2) return Usage("expected a COMMAND");
+  std::string cmd = argv[1];
+  if (cmd == "checkpoint-all" || cmd == "run") {
+    JobArgs a;
+    std::string bad = ParseJobArgs(argc, argv, cmd == "run", &a);
+    if (!bad.empty()) return Usage(cmd + ": " + bad);
+    return cmd == "run" ? Run(a) : CheckpointAll(a);
+  }
+  if (cmd != "checkpoint" && cmd != "status") return Usage("unknown command '" + cmd + "'");
+  if (argc != 3) return Usage(cmd + ": expected MOUNTPOINT");
+  return cmd == "checkpoint" ? Checkpoint(argv[2]) : PrintStatus(argv[2]);
 }

@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <algorithm>
@@ -28,6 +29,7 @@ constexpr fuse_ino_t kControlBase = fuse_ino_t{1} << 63;
 constexpr fuse_ino_t kControlDirId = kControlBase | 1;
 constexpr fuse_ino_t kCheckpointId = kControlBase | 2;
 constexpr fuse_ino_t kStatusId = kControlBase | 3;
+constexpr fuse_ino_t kEpochId = kControlBase | 4;
 
 timespec ToTimespec(int64_t ns) {
   timespec t{};
@@ -331,7 +333,7 @@ struct stat Filesystem::ControlAttr(fuse_ino_t ino) const {
   st.st_atim = st.st_mtim = st.st_ctim = ToTimespec(mount_time_ns_);
   if (ino == kControlDirId) {
     st.st_mode = S_IFDIR | 0555;
-  } else if (ino == kCheckpointId) {
+  } else if (ino == kCheckpointId || ino == kEpochId) {
     st.st_mode = S_IFREG | 0600;
   } else {
     st.st_mode = S_IFREG | 0444;
@@ -366,20 +368,43 @@ void Filesystem::ControlOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi)
 
 void Filesystem::ControlWrite(fuse_req_t req, const char* buf, size_t size, fuse_file_info* fi) {
   auto* handle = reinterpret_cast<ControlHandle*>(fi->fh);
-  if (handle->ino != kCheckpointId) {
-    fuse_reply_err(req, EBADF);
-    return;
-  }
   std::string_view cmd(buf, size);
   while (!cmd.empty() && (cmd.back() == '\n' || cmd.back() == ' ' || cmd.back() == '\0')) {
     cmd.remove_suffix(1);
   }
-  if (cmd != "1" && cmd != "checkpoint") {
-    handle->text = "error: write \"1\" or \"checkpoint\" to trigger a checkpoint\n";
-    fuse_reply_err(req, EINVAL);
+  Result<uint64_t> epoch = Status::Error(EINVAL, "");
+  if (handle->ino == kCheckpointId) {
+    if (cmd == "1" || cmd == "checkpoint") {
+      epoch = RunCheckpoint();
+    } else {
+      epoch = Status::InvalidArgument("store " + store_->name() + ": unknown command '" +
+                                      std::string(cmd.substr(0, 64)) +
+                                      "' (write \"1\" or \"checkpoint\" to trigger a checkpoint)");
+    }
+  } else if (handle->ino == kEpochId) {
+    // "<verb> <epoch>". A file of its own: the kernel serialises writes to
+    // one file, and a trigger of a coordinated mount waits in its write to
+    // the checkpoint file until its coordinator's commands here are done.
+    size_t space = cmd.find(' ');
+    std::string_view verb = cmd.substr(0, space);
+    uint64_t e = 0;
+    bool number = false;
+    if (space != std::string_view::npos) {
+      std::string_view arg = cmd.substr(space + 1);
+      auto [end, ec] = std::from_chars(arg.data(), arg.data() + arg.size(), e);
+      number = ec == std::errc() && end == arg.data() + arg.size() && !arg.empty() && e > 0;
+    }
+    if ((verb == "commit" || verb == "ack" || verb == "abort") && number) {
+      epoch = EpochCommand(verb, e);
+    } else {
+      epoch = Status::InvalidArgument("store " + store_->name() + ": unknown epoch command '" +
+                                      std::string(cmd.substr(0, 64)) +
+                                      "' (want \"commit E\", \"ack E\" or \"abort E\", E > 0)");
+    }
+  } else {
+    fuse_reply_err(req, EBADF);
     return;
   }
-  Result<uint64_t> epoch = RunCheckpoint();
   if (epoch.ok()) {
     handle->text = "epoch " + std::to_string(*epoch) + "\n";
     fuse_reply_write(req, size);
@@ -395,6 +420,11 @@ Result<uint64_t> Filesystem::RunCheckpoint() {
     return Status::Busy("store " + store_->name() + ": a checkpoint is already in progress");
   }
   Result<uint64_t> epoch = checkpointer_->Checkpoint(*store_);
+  if (!epoch.ok()) {
+    fuse_log(FUSE_LOG_ERR, "dlckpt-fuse: checkpoint failed: %s\n",
+             epoch.status().ToString().c_str());
+  }
+  if (config_.checkpoint == CheckpointMode::kCoordinated) return epoch;
   std::lock_guard<std::mutex> lock(status_mu_);
   if (epoch.ok()) {
     checkpoints_++;
@@ -402,9 +432,60 @@ Result<uint64_t> Filesystem::RunCheckpoint() {
   } else {
     failed_checkpoints_++;
     last_checkpoint_ = "error: " + epoch.status().ToString();
-    fuse_log(FUSE_LOG_ERR, "dlckpt-fuse: checkpoint failed: %s\n",
-             epoch.status().ToString().c_str());
   }
+  return epoch;
+}
+
+Result<uint64_t> Filesystem::EpochCommand(std::string_view verb, uint64_t epoch) {
+  const std::string what = "store " + store_->name() + ": " + std::string(verb) + " " +
+                           std::to_string(epoch);
+  if (config_.checkpoint != CheckpointMode::kCoordinated) {
+    return Status::Error(EPERM, what + ": refused: this mount checkpoints locally (start "
+                                       "dlckpt-fuse with --checkpoint coordinated for job-wide "
+                                       "checkpoints)");
+  }
+  std::lock_guard<std::mutex> serial(epoch_mu_);
+  memfs::EpochState ep = store_->epochs();
+  auto state = [&] {
+    return " (acknowledged " + std::to_string(ep.acknowledged) + ", pending " +
+           std::to_string(ep.pending) + ")";
+  };
+  Status s;
+  if (verb == "commit") {
+    auto committed = store_->Commit(epoch);
+    s = committed.status();
+    if (s.ok() && *committed != epoch) {
+      s = Status::Error(EPROTO, what + ": the store committed epoch " + std::to_string(*committed));
+    }
+  } else if (verb == "ack") {
+    if (ep.pending == epoch) {
+      s = store_->Acknowledge(epoch);
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(status_mu_);
+        checkpoints_++;
+        last_checkpoint_ = "epoch " + std::to_string(epoch);
+      }
+    } else if (ep.acknowledged != epoch) {
+      s = Status::InvalidArgument(what + ": the epoch is not pending" + state());
+    }
+  } else {  // abort
+    if (ep.pending == epoch) {
+      s = store_->AbortPending();
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(status_mu_);
+        failed_checkpoints_++;
+        last_checkpoint_ = "error: epoch " + std::to_string(epoch) + " aborted";
+      }
+    } else if (ep.pending != 0 || ep.acknowledged == epoch) {
+      s = Status::InvalidArgument(what + ": the epoch is not pending" + state());
+    }
+  }
+  if (!s.ok()) {
+    if (s.message().find(store_->name()) == std::string::npos) s = s.Prefixed(what);
+    fuse_log(FUSE_LOG_ERR, "dlckpt-fuse: %s\n", s.ToString().c_str());
+    return s;
+  }
+  if (config_.debug) fuse_log(FUSE_LOG_DEBUG, "dlckpt-fuse: %s: done\n", what.c_str());
   return epoch;
 }
 
@@ -420,13 +501,15 @@ std::string Filesystem::StatusText() {
     ok_count = checkpoints_;
     failed_count = failed_checkpoints_;
   }
-  char buf[1024];
+  char buf[4096];
   std::snprintf(buf, sizeof buf,
                 "store: %s\n"
                 "pid: %d\n"
                 "job: %s\nnode: %s\nrank: %d\n"
                 "acknowledged_epoch: %" PRIu64 "\n"
                 "pending_epoch: %" PRIu64 "\n"
+                "next_epoch: %" PRIu64 "\n"
+                "checkpoint_mode: %s\n"
                 "checkpoints: %" PRIu64 "\n"
                 "failed_checkpoints: %" PRIu64 "\n"
                 "last_checkpoint: %s\n"
@@ -437,7 +520,8 @@ std::string Filesystem::StatusText() {
                 "files: %zu\n"
                 "max_files: %u\n",
                 store_->name().c_str(), static_cast<int>(getpid()), st.job.c_str(), st.node.c_str(), st.rank, ep.acknowledged,
-                ep.pending, ok_count, failed_count, last.c_str(), st.capacity, st.block_size,
+                ep.pending, ep.next,
+                config_.checkpoint == CheckpointMode::kCoordinated ? "coordinated" : "local", ok_count, failed_count, last.c_str(), st.capacity, st.block_size,
                 st.blocks_total, st.blocks_free, files.ok() ? files->size() : size_t{0},
                 st.max_files);
   return buf;
@@ -468,6 +552,8 @@ void Filesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
       ReplyControlEntry(req, kCheckpointId);
     } else if (std::strcmp(name, kStatusFile) == 0) {
       ReplyControlEntry(req, kStatusId);
+    } else if (std::strcmp(name, kEpochFile) == 0) {
+      ReplyControlEntry(req, kEpochId);
     } else {
       fuse_reply_err(req, ENOENT);
     }
@@ -868,7 +954,8 @@ void Filesystem::Opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     handle->entries = {{".", kControlDirId, S_IFDIR},
                        {"..", kRootId, S_IFDIR},
                        {kCheckpointFile, kCheckpointId, S_IFREG},
-                       {kStatusFile, kStatusId, S_IFREG}};
+                       {kStatusFile, kStatusId, S_IFREG},
+                       {kEpochFile, kEpochId, S_IFREG}};
   } else if (IsControl(ino)) {
     fuse_reply_err(req, ENOTDIR);
     return;

@@ -5,9 +5,12 @@
 // operations run on any number of libfuse worker threads. Lock order:
 // mu_ (inode table, attribute overlay, and every store call that resolves a
 // path) before the store's own mutex; checkpoint_mu_ (serialises checkpoint
-// triggers) is never held together with mu_. Data operations (read, write,
-// fsync) use store descriptors and take no lock here. A checkpoint trigger
-// that finds one running fails with EBUSY instead of waiting.
+// triggers) and epoch_mu_ (serialises the epoch commands of a coordinated
+// mount) are never held together with mu_; a trigger of a coordinated mount
+// holds checkpoint_mu_ while its coordinator sends epoch commands, which take
+// only epoch_mu_. Data operations (read, write, fsync) use store descriptors
+// and take no lock here. A checkpoint trigger that finds one running fails
+// with EBUSY instead of waiting.
 //
 // Attributes the store does not record (chmod, chown, atime/mtime set by
 // utimens) are kept in an in-memory overlay for the life of the mount: they
@@ -35,6 +38,7 @@ namespace dlckpt::fusefs {
 struct FsConfig {
   CacheMode cache = CacheMode::kAuto;
   bool debug = false;  // log every error with its message
+  CheckpointMode checkpoint = CheckpointMode::kLocal;  // whether epoch commands are served
 };
 
 class Filesystem final {
@@ -128,8 +132,11 @@ class Filesystem final {
   void ControlOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void ControlWrite(fuse_req_t req, const char* buf, size_t size, fuse_file_info* fi);
   std::string StatusText();
-  // Runs one checkpoint through the Checkpointer and records the outcome.
+  // Runs one checkpoint through the Checkpointer and records the outcome
+  // (a local mount; a coordinated one records its epoch commands).
   Result<uint64_t> RunCheckpoint();
+  // "commit E", "ack E", "abort E" of a coordinated mount (fuse_control.h).
+  Result<uint64_t> EpochCommand(std::string_view verb, uint64_t epoch);
 
   memfs::Store* store_ = nullptr;
   uint64_t block_size_ = 4096;
@@ -144,6 +151,7 @@ class Filesystem final {
   std::unordered_map<uint64_t, Overlay> overlay_;  // by store inode; 0 is the root
 
   std::mutex checkpoint_mu_;  // held while a checkpoint runs; never with mu_
+  std::mutex epoch_mu_;       // held while an epoch command runs; never with mu_
   std::mutex status_mu_;      // the counters below; held briefly, innermost
   std::string last_checkpoint_ = "none";
   uint64_t checkpoints_ = 0;

@@ -4,19 +4,6 @@
 
 #include "dlckpt/fuse_mount.h"
 
-namespace {
-
-// What a checkpoint trigger does. Today: commit and acknowledge locally. The
-// codec plugs in here: a Checkpointer that commits, asks the codec to encode
-// the epoch, waits for it, then acknowledges (or aborts the pending epoch).
-std::unique_ptr<dlckpt::fusefs::Checkpointer> MakeCheckpointer(
-    const dlckpt::fusefs::MountOptions& options) {
-  (void)options;
-  return std::make_unique<dlckpt::fusefs::LocalCheckpointer>();
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace dlckpt::fusefs;  // NOLINT(google-build-using-namespace)
   auto options = ParseMountArgs(argc, argv);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include <cstdio>
@@ -118,6 +119,7 @@ Status Serve(const MountOptions& o, std::unique_ptr<Checkpointer> checkpointer, 
   FsConfig config;
   config.cache = o.cache;
   config.debug = o.debug;
+  config.checkpoint = o.checkpoint;
   Filesystem fs(checkpointer.get(), config);
   std::unique_ptr<fuse_session, SessionDeleter> se(
       fuse_session_new(args.get(), &Filesystem::Ops(), sizeof(fuse_lowlevel_ops), &fs));
@@ -157,7 +159,10 @@ Status Serve(const MountOptions& o, std::unique_ptr<Checkpointer> checkpointer, 
   } else {
     fuse_loop_config* loop = fuse_loop_cfg_create();
     fuse_loop_cfg_set_clone_fd(loop, static_cast<unsigned int>(cmdline.clone_fd));
-    fuse_loop_cfg_set_idle_threads(loop, cmdline.max_idle_threads);
+    // UINT_MAX means "not given" (libfuse 3.14 would log it as invalid).
+    if (cmdline.max_idle_threads != UINT_MAX) {
+      fuse_loop_cfg_set_idle_threads(loop, cmdline.max_idle_threads);
+    }
     fuse_loop_cfg_set_max_threads(loop, cmdline.max_threads);
     ret = fuse_session_loop_mt(se.get(), loop);
     fuse_loop_cfg_destroy(loop);

@@ -30,6 +30,13 @@ Result<uint64_t> LocalCheckpointer::Checkpoint(memfs::Store& store) {
   return epoch;
 }
 
+std::unique_ptr<Checkpointer> MakeCheckpointer(const MountOptions& options) {
+  if (options.checkpoint == CheckpointMode::kCoordinated) {
+    return std::make_unique<CoordinatedCheckpointer>(options.coordinator);
+  }
+  return std::make_unique<LocalCheckpointer>();
+}
+
 std::string MountUsage() {
   return R"(usage: dlckpt-fuse MOUNTPOINT [OPTIONS]
 
@@ -42,6 +49,20 @@ SIGTERM/SIGINT; the store keeps its files for the next owner.
 Checkpoint: `dlckpt-ctl checkpoint MOUNTPOINT`, or write "1" to
 MOUNTPOINT/.dlckpt/checkpoint (close or fsync your files first). The epoch
 state is in MOUNTPOINT/.dlckpt/status.
+
+checkpoints:
+  --checkpoint MODE, -o checkpoint=MODE
+                          local (default): a trigger commits and acknowledges
+                            this store alone, without parity
+                          coordinated: the store is one of a job's; epochs
+                            are committed, encoded by the codec and
+                            acknowledged for all the job's mounts at once by
+                            `mpiexec ... dlckpt-ctl checkpoint-all` (or under
+                            `dlckpt-ctl run`) through MOUNTPOINT/.dlckpt/epoch;
+                            a trigger asks --coordinator, or fails with EPERM
+  --coordinator SOCKET, -o coordinator=SOCKET
+                          where a trigger asks for a job-wide checkpoint (the
+                          socket of `dlckpt-ctl run`); implies coordinated
 
 store selection (the store is /dlckpt.JOB.NODE.rRANK unless --store is given):
   --store NAME, -o store=NAME   serve the store NAME (e.g. /dlckpt.j1.n0.r0)
@@ -98,6 +119,7 @@ Result<uint64_t> ParseCount(std::string_view what, std::string_view text, uint64
 struct Parser {
   MountOptions o;
   std::optional<std::string> job, node, rank;
+  bool checkpoint_given = false;
 
   // One option given as --name VALUE, --name=VALUE or -o name=VALUE.
   Status Apply(std::string_view name, std::string_view value) {
@@ -129,6 +151,20 @@ struct Parser {
       }
       o.create.block_size = static_cast<uint32_t>(*size);
       o.create_geometry_given = true;
+    } else if (name == "checkpoint") {
+      checkpoint_given = true;
+      if (v == "local") {
+        o.checkpoint = CheckpointMode::kLocal;
+      } else if (v == "coordinated") {
+        o.checkpoint = CheckpointMode::kCoordinated;
+      } else {
+        return Status::InvalidArgument("bad checkpoint mode '" + v + "' (want local or coordinated)");
+      }
+    } else if (name == "coordinator") {
+      if (v.empty() || v[0] != '/') {
+        return Status::InvalidArgument("bad coordinator socket '" + v + "' (want an absolute path)");
+      }
+      o.coordinator = v;
     } else if (name == "max-files" || name == "max_files") {
       DLCKPT_ASSIGN_OR_RETURN(uint64_t n, ParseCount("max files", v, 1u << 20));
       o.create.max_files = static_cast<uint32_t>(n);
@@ -152,7 +188,8 @@ struct Parser {
       size_t eq = item.find('=');
       std::string_view key = item.substr(0, eq);
       if (key == "store" || key == "job" || key == "node" || key == "rank" || key == "capacity" ||
-          key == "block_size" || key == "max_files") {
+          key == "block_size" || key == "max_files" || key == "checkpoint" ||
+          key == "coordinator") {
         if (eq == std::string_view::npos) {
           return Status::InvalidArgument("option -o " + std::string(key) + " needs =VALUE");
         }
@@ -227,6 +264,12 @@ Result<MountOptions> ParseMountArgs(int argc, const char* const* argv,
   }
   MountOptions& o = p.o;
   if (o.help || o.version) return std::move(o);
+  if (!o.coordinator.empty()) {
+    if (p.checkpoint_given && o.checkpoint == CheckpointMode::kLocal) {
+      return Status::InvalidArgument("--coordinator needs --checkpoint coordinated, not local");
+    }
+    o.checkpoint = CheckpointMode::kCoordinated;
+  }
   if (positional.size() != 1) {
     return Status::InvalidArgument(positional.empty()
                                        ? "no MOUNTPOINT given"

@@ -128,6 +128,30 @@ TEST(MountArgs, BadInputNamesTheArgument) {
   EXPECT_NE(o.status().message().find("$DLCKPT_RANK"), std::string::npos) << o.status().message();
 }
 
+TEST(MountArgs, CheckpointMode) {
+  auto o = Parse({"/mnt", "--store", "s"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->checkpoint, CheckpointMode::kLocal);
+  EXPECT_TRUE(o->coordinator.empty());
+  o = Parse({"/mnt", "--store", "s", "--checkpoint", "coordinated"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->checkpoint, CheckpointMode::kCoordinated);
+  o = Parse({"/mnt", "--store", "s", "-o", "checkpoint=coordinated,coordinator=/run/c.sock"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->coordinator, "/run/c.sock");
+  o = Parse({"/mnt", "--store", "s", "--coordinator", "/run/c.sock"});  // implies coordinated
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->checkpoint, CheckpointMode::kCoordinated);
+  for (auto args : std::vector<std::vector<const char*>>{
+           {"/mnt", "--store", "s", "--checkpoint", "parity"},
+           {"/mnt", "--store", "s", "--coordinator", "relative.sock"},
+           {"/mnt", "--store", "s", "--checkpoint", "local", "--coordinator", "/c"}}) {
+    auto bad = Parse(args);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), EINVAL);
+  }
+}
+
 TEST(MountPoint, RefusesMissingFileAndMountPoint) {
   char tmpl[] = "/tmp/dlckpt_mp_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -116,7 +116,7 @@ read -r bsize blocks free files <<< "$(stat -f -c '%S %b %f %c' .)"
 
 # --- the control directory -----------------------------------------------------
 [ -z "$(ls -A)" ] || fail "the mount is not empty: $(ls -A)"  # .dlckpt is not listed
-[ "$(ls .dlckpt | tr '\n' ' ')" = "checkpoint status " ] || fail "control directory listing"
+[ "$(ls .dlckpt | tr '\n' ' ')" = "checkpoint epoch status " ] || fail "control directory listing"
 if rm -f .dlckpt/status 2>/dev/null; then fail "removed the status file"; fi
 if mkdir .dlckpt 2>/dev/null; then fail "mkdir over the control directory"; fi
 if (echo x > .dlckpt/new) 2>/dev/null; then fail "created a file in the control directory"; fi
@@ -129,9 +129,18 @@ try:
     raise SystemExit("a bogus command was accepted")
 except OSError as e:
     assert e.errno == errno.EINVAL, e
-assert os.pread(fd, 4096, 0).startswith(b"error: write"), os.pread(fd, 4096, 0)
+assert b"unknown command 'bogus'" in os.pread(fd, 4096, 0), os.pread(fd, 4096, 0)
 assert os.write(fd, b"1\n") == 2
 assert os.pread(fd, 4096, 0) == b"epoch 1\n", os.pread(fd, 4096, 0)
+os.close(fd)
+# A local mount refuses the epoch commands of a job-wide checkpoint.
+fd = os.open(".dlckpt/epoch", os.O_RDWR)
+try:
+    os.write(fd, b"commit 5\n")
+    raise SystemExit("a local mount took an epoch command")
+except OSError as e:
+    assert e.errno == errno.EPERM, e
+assert b"--checkpoint coordinated" in os.pread(fd, 4096, 0), os.pread(fd, 4096, 0)
 os.close(fd)
 try:
     os.open(".dlckpt/status", os.O_WRONLY)

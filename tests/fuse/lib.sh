@@ -1,7 +1,8 @@
 # Shared helpers of the dlckpt-fuse system tests. Source after `set -euo pipefail`
 # with BIN_DIR set. Each test gets a private temp dir, a unique store name, and
-# an EXIT trap that always unmounts (fusermount3 -u, then umount -l), stops the
-# daemons it started (by pid) and removes its stores and files.
+# an EXIT trap that always runs the test's cleanup_hook (if it defines one),
+# unmounts (fusermount3 -u, then umount -l), stops the daemons it started (by
+# pid) and removes its stores and files.
 
 BIN_DIR=$(cd "$BIN_DIR" && pwd)
 FUSE_BIN="$BIN_DIR/dlckpt-fuse"
@@ -10,6 +11,10 @@ STORE_BIN="$BIN_DIR/dlckpt-store"
 
 if [ ! -e /dev/fuse ]; then
   echo "SKIP: /dev/fuse is absent: FUSE mounts cannot be tested here"
+  exit 77
+fi
+if [ ! -r /dev/fuse ] || [ ! -w /dev/fuse ]; then
+  echo "SKIP: /dev/fuse is not usable by $(id -un): FUSE mounts cannot be tested here"
   exit 77
 fi
 
@@ -56,6 +61,7 @@ cleanup() {
   local rc=$?
   set +e
   cd /
+  if declare -F cleanup_hook >/dev/null; then cleanup_hook; fi
   for m in "${MOUNTS[@]}"; do unmount_quietly "$m"; done
   for p in "${PIDS[@]}"; do
     if kill -0 "$p" 2>/dev/null; then

@@ -190,6 +190,14 @@ struct ErrorMsg {
   std::string message;
 };
 
+// Pieces shared by messages and by the parity objects' self-describing
+// headers (codec/src/parity.cc).
+void PutMember(Writer& w, const MemberRecord& m);
+Status GetMember(Reader& r, MemberRecord* m);
+// The parity's identity and group, without its name.
+void PutParity(Writer& w, const ParityReport& p);
+Status GetParity(Reader& r, ParityReport* p);
+
 std::string EncodeHello(const Hello& m);
 std::string EncodeEncode(const Encode& m);
 std::string EncodeDone(const Done& m);

@@ -6,12 +6,16 @@
 // The mount serves one store. Its root is the store root "/": the file
 // MOUNT/a/b is the store path "/a/b". The control directory MOUNT/.dlckpt
 // exists only in the mount (never in the store, never listed by readdir):
-//   .dlckpt/checkpoint  write "1" (or "checkpoint") to commit the working
-//                       files as a new epoch and have it acknowledged by the
-//                       Checkpointer; the write fails with the checkpoint's
-//                       errno (e.g. EBUSY). Reading the same open file then
-//                       returns "epoch N\n" or "error: <message>\n".
-//   .dlckpt/status      the store's epochs, space and the last checkpoint.
+//   .dlckpt/checkpoint  write "1" (or "checkpoint") to trigger a checkpoint
+//                       through the Checkpointer; the write fails with the
+//                       checkpoint's errno (e.g. EBUSY). Reading the same open
+//                       file then returns "epoch N\n" or "error: <message>\n".
+//   .dlckpt/epoch       the epoch commands of a job-wide checkpoint of a
+//                       coordinated mount (CheckpointMode::kCoordinated):
+//                       "commit E", "ack E", "abort E" (see
+//                       dlckpt/fuse_control.h); a local mount refuses them.
+//   .dlckpt/status      the store's identity, epochs, space and the last
+//                       checkpoint, one "key: value" per line.
 #ifndef DLCKPT_FUSE_MOUNT_H_
 #define DLCKPT_FUSE_MOUNT_H_
 
@@ -29,16 +33,18 @@ namespace dlckpt::fusefs {
 inline constexpr const char* kControlDir = ".dlckpt";
 inline constexpr const char* kCheckpointFile = "checkpoint";
 inline constexpr const char* kStatusFile = "status";
+inline constexpr const char* kEpochFile = "epoch";
 
-// What a checkpoint trigger does with the mount's store: the seam where the
-// codec plugs in. An implementation makes the store's working files a new
-// committed epoch, makes it redundant (or not), acknowledges it and returns
-// its number. On failure it leaves no pending epoch behind that it started
-// (AbortPending) and returns an error naming the store and the cause.
+// What a checkpoint trigger (a write of "1" to .dlckpt/checkpoint) does. An
+// implementation has the store's working files become a new acknowledged
+// epoch (made redundant or not) and returns its number. On failure it leaves
+// no pending epoch behind that it started (AbortPending) and returns an error
+// naming the store and the cause.
 //
 // Called on a FUSE worker thread while the mount keeps serving other requests
 // (unless the mount is single-threaded, -s); never concurrently with itself
-// (the mount serialises triggers). It may block, e.g. while the codec encodes.
+// (the mount serialises triggers). It may block, e.g. while the codec encodes;
+// the epoch commands of a coordinated mount are served meanwhile.
 class Checkpointer {
  public:
   virtual ~Checkpointer() = default;
@@ -46,10 +52,40 @@ class Checkpointer {
 };
 
 // Commit then Acknowledge at once: the epoch is committed locally with no
-// redundancy. For a single node, tests, and until the codec is plugged in.
+// redundancy. For a single node and for tests.
 class LocalCheckpointer final : public Checkpointer {
  public:
   Result<uint64_t> Checkpoint(memfs::Store& store) override;
+};
+
+// Who decides the epochs of a mount's store.
+enum class CheckpointMode {
+  // The trigger commits and acknowledges at once (LocalCheckpointer); the
+  // epoch commands are refused (EPERM).
+  kLocal,
+  // The store belongs to a job whose checkpoints are collective: a job
+  // coordinator (dlckpt-ctl checkpoint-all or dlckpt-ctl run) commits,
+  // acknowledges or aborts epochs with the epoch commands, after the codec
+  // encoded them. The trigger never touches the store: it asks the
+  // coordinator named by --coordinator (CoordinatedCheckpointer), or fails
+  // with EPERM when there is none.
+  kCoordinated,
+};
+
+// The trigger of a coordinated mount: sends the request to the coordinator's
+// Unix socket (see fuse_control.h) and waits for its answer, which comes
+// once every mount of the job asked and the job-wide checkpoint is over. It
+// does not touch the store (the coordinator commits and acknowledges through
+// the epoch commands). With an empty socket path every trigger fails with
+// EPERM naming the tools that checkpoint such a mount. Thread-compatible
+// (the mount serialises triggers).
+class CoordinatedCheckpointer final : public Checkpointer {
+ public:
+  explicit CoordinatedCheckpointer(std::string coordinator) : coordinator_(std::move(coordinator)) {}
+  Result<uint64_t> Checkpoint(memfs::Store& store) override;
+
+ private:
+  std::string coordinator_;
 };
 
 // How file data moves between the kernel and the store (-o cache=...). The
@@ -79,6 +115,8 @@ struct MountOptions {
   bool debug = false;                 // -d (implies -f)
   bool single_thread = false;         // -s
   CacheMode cache = CacheMode::kAuto;  // -o cache=auto|writeback|direct
+  CheckpointMode checkpoint = CheckpointMode::kLocal;  // --checkpoint local|coordinated
+  std::string coordinator;  // --coordinator SOCKET (implies kCoordinated)
   std::vector<std::string> fuse_options;  // other -o options, for libfuse
   bool help = false;
   bool version = false;
@@ -92,6 +130,10 @@ struct MountOptions {
 Result<MountOptions> ParseMountArgs(
     int argc, const char* const* argv,
     const std::function<const char*(const char*)>& getenv_fn = nullptr);
+
+// The Checkpointer for these options: LocalCheckpointer or
+// CoordinatedCheckpointer(options.coordinator).
+std::unique_ptr<Checkpointer> MakeCheckpointer(const MountOptions& options);
 
 // The usage text of dlckpt-fuse.
 std::string MountUsage();

@@ -1,0 +1,262 @@
+// dlckpt-bench-ckpt: the checkpoint micro-benchmark of the thesis' §6.2.
+//
+// Every rank holds --mib MiB of data (pre-touched, random-looking), and each
+// iteration writes it with fwrite in --record-sized pieces into
+// /dlckpt/ckpt_study/rank<R>.ckpt (memfs through libintercept), closes it and
+// calls dlckpt_checkpoint() (commit, encode onto the spares by the codec when
+// run under dlckpt-run, acknowledge). Timed on every rank with MPI_Wtime,
+// after a barrier:
+//   write  = last fclose end - first write start          (MemCopyTime)
+//   ckpt   = last dlckpt_checkpoint return - last fclose end
+//   encode = the codec's encode-begin .. encode-end of the epoch, read from
+//            the job's event file ($DLCKPT_EVENTS; 0 without dlckpt-run)
+//   overhead = ckpt - encode  (commit CRCs, protocol, acknowledge, barriers)
+// One line per iteration:
+//   ITER <i> epoch <E> write <s> ckpt <s> encode <s> total <s>
+// and, from rank 0 at the end, the medians over the measured iterations:
+//   RESULT ranks=<R> mib=<M> iters=<I> write=<s> encode=<s> overhead=<s>
+//          total=<s> throughput_gbs=<GB/s of all ranks' data>
+//
+// After a recovery (dlckpt-run relaunched the job) every rank reads its
+// checkpoint back and checks it word by word ("RELOAD <s>" = slowest rank),
+// then takes --after-restart more checkpoints and stops.
+//
+// Waiting never spins: barriers and reductions are non-blocking calls tested
+// with short sleeps.
+#include <mpi.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlckpt/dlckpt.h"
+#include "dlckpt/events.h"
+
+namespace {
+
+int g_rank = 0, g_size = 1;
+
+void WaitRequest(MPI_Request* req) {
+  int done = 0;
+  MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  while (!done) {
+    struct timespec ts{0, 20 * 1000};
+    nanosleep(&ts, nullptr);
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  }
+}
+
+void Barrier() {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  WaitRequest(&req);
+}
+
+double Reduce(double v, MPI_Op op) {
+  double out = 0;
+  MPI_Request req;
+  MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &req);
+  WaitRequest(&req);
+  return out;
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "dlckpt-bench-ckpt: rank %d: %s\n", g_rank, what.c_str());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+struct Args {
+  size_t mib = 64;
+  int iters = 3;
+  int warmup = 1;
+  size_t record = 1 << 20;
+  int after_restart = 1;
+  std::string dir = "/dlckpt/ckpt_study";
+};
+
+const char kUsage[] =
+    "usage: dlckpt-run [...] -- dlckpt-bench-ckpt [--mib M] [--iters I] [--warmup W]\n"
+    "         [--record BYTES] [--after-restart K] [--dir /dlckpt/...]\n"
+    "  Each rank checkpoints M MiB (default 64) through fwrite into memfs and\n"
+    "  dlckpt_checkpoint(), W (default 1) + I (default 3) times; prints ITER lines\n"
+    "  and a RESULT line of medians. After a recovery: reloads, K (default 1) more.\n";
+
+bool Parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string f = argv[i];
+    if (f == "--help" || f == "-h") return false;
+    if (i + 1 >= argc) {
+      if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: %s needs a value\n", f.c_str());
+      return false;
+    }
+    std::string v = argv[++i];
+    char* end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    bool num = !v.empty() && *end == '\0' && n >= 0;
+    if (f == "--dir") {
+      a->dir = v;
+      continue;
+    }
+    if (!num) {
+      if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: %s: '%s' is not a number\n", f.c_str(), v.c_str());
+      return false;
+    }
+    if (f == "--mib" && n >= 1) a->mib = static_cast<size_t>(n);
+    else if (f == "--iters" && n >= 1) a->iters = static_cast<int>(n);
+    else if (f == "--warmup") a->warmup = static_cast<int>(n);
+    else if (f == "--record" && n >= 8 && n % 8 == 0) a->record = static_cast<size_t>(n);
+    else if (f == "--after-restart") a->after_restart = static_cast<int>(n);
+    else {
+      if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: bad option %s %s\n", f.c_str(), v.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+// The codec's encode times, from the job's event file (rank 0 only).
+class EncodeClock {
+ public:
+  EncodeClock() {
+    const char* p = std::getenv("DLCKPT_EVENTS");
+    if (p != nullptr && *p != '\0') follower_.emplace(p);
+  }
+  // The newest epoch whose "codec encode-end E" has been written, and the
+  // seconds since its "encode-begin E". False when there is none (no event
+  // file: no codec). The codec writes encode-end before it answers the
+  // application, so the line is there when dlckpt_checkpoint returns.
+  bool Latest(uint64_t* epoch, double* seconds) {
+    if (!follower_) return false;
+    for (const auto& e : follower_->Poll()) {
+      if (e.source != "codec" || e.args.empty()) continue;
+      uint64_t ep = std::strtoull(e.args[0].c_str(), nullptr, 10);
+      if (e.name == "encode-begin") begin_[ep] = e.ns;
+      if (e.name == "encode-end" && begin_.count(ep)) done_[ep] = static_cast<double>(e.ns - begin_[ep]) / 1e9;
+    }
+    if (done_.empty()) return false;
+    *epoch = done_.rbegin()->first;
+    *seconds = done_.rbegin()->second;
+    return true;
+  }
+
+ private:
+  std::optional<dlckpt::events::Follower> follower_;
+  std::map<uint64_t, int64_t> begin_;
+  std::map<uint64_t, double> done_;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  Args a;
+  if (!Parse(argc, argv, &a)) {
+    if (g_rank == 0) std::fputs(kUsage, stderr);
+    MPI_Finalize();
+    return 2;
+  }
+  if (dlckpt_init(MPI_COMM_WORLD) != 0) Die(std::string("dlckpt_init: ") + dlckpt_last_error());
+
+  size_t bytes = a.mib << 20;
+  std::vector<uint64_t> data(bytes / 8);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = Mix((static_cast<uint64_t>(g_rank) << 40) ^ i);
+  char path[512];
+  std::snprintf(path, sizeof path, "%s/rank%d.ckpt", a.dir.c_str(), g_rank);
+  EncodeClock clock;
+
+  int todo = a.warmup + a.iters;
+  bool restarted = dlckpt_restarted_epoch() > 0;
+  if (restarted) {
+    // Read the rebuilt (or surviving) checkpoint back and check it.
+    std::vector<uint64_t> back(data.size(), 1);  // touched before the clock starts
+    Barrier();
+    double t0 = MPI_Wtime();
+    FILE* f = std::fopen(path, "rb");
+    if (f == nullptr) Die(std::string("reopen ") + path + ": " + std::strerror(errno));
+    size_t got = std::fread(back.data(), 1, bytes, f);
+    std::fclose(f);
+    double start = Reduce(t0, MPI_MIN), end = Reduce(MPI_Wtime(), MPI_MAX);
+    if (got != bytes || std::memcmp(back.data(), data.data(), bytes) != 0) {
+      Die(std::string("the restored checkpoint ") + path + " differs from what was written");
+    }
+    if (g_rank == 0) {
+      std::printf("RELOAD %.6f (epoch %lld, %zu MiB per rank, verified)\n", end - start,
+                  dlckpt_restarted_epoch(), a.mib);
+    }
+    todo = a.after_restart;
+  } else if (mkdir(a.dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    Die("mkdir " + a.dir + ": " + std::strerror(errno));
+  }
+
+  std::vector<double> writes, encodes, overheads, totals;
+  for (int it = 0; it < todo; ++it) {
+    Barrier();
+    double t0 = MPI_Wtime();
+    FILE* f = std::fopen(path, "wb");
+    if (f == nullptr) Die(std::string("fopen ") + path + ": " + std::strerror(errno));
+    const char* p = reinterpret_cast<const char*>(data.data());
+    for (size_t off = 0; off < bytes; off += a.record) {
+      size_t n = std::min(a.record, bytes - off);
+      if (std::fwrite(p + off, 1, n, f) != n) Die(std::string("fwrite ") + path + ": " + std::strerror(errno));
+    }
+    if (std::fclose(f) != 0) Die(std::string("fclose ") + path + ": " + std::strerror(errno));
+    double t1 = MPI_Wtime();
+    if (dlckpt_checkpoint() != 0) Die(std::string("dlckpt_checkpoint: ") + dlckpt_last_error());
+    double t2 = MPI_Wtime();
+    double start = Reduce(t0, MPI_MIN), written = Reduce(t1, MPI_MAX), done = Reduce(t2, MPI_MAX);
+    if (g_rank != 0) continue;
+    uint64_t epoch = 0;
+    double enc = 0;
+    if (!clock.Latest(&epoch, &enc)) enc = 0;  // no codec: local commits
+    double w = written - start, c = done - written;
+    std::printf("ITER %d epoch %llu write %.6f ckpt %.6f encode %.6f total %.6f%s\n", it,
+                static_cast<unsigned long long>(epoch), w, c, enc, done - start,
+                restarted ? " after-restart" : (it < a.warmup ? " warmup" : ""));
+    std::fflush(stdout);
+    if (restarted || it >= a.warmup) {
+      writes.push_back(w);
+      encodes.push_back(enc);
+      overheads.push_back(std::max(0.0, c - enc));
+      totals.push_back(done - start);
+    }
+  }
+  if (g_rank == 0 && !totals.empty()) {
+    double total = Median(totals);
+    std::printf("RESULT ranks=%d mib=%zu iters=%zu write=%.6f encode=%.6f overhead=%.6f total=%.6f "
+                "throughput_gbs=%.3f%s\n",
+                g_size, a.mib, totals.size(), Median(writes), Median(encodes), Median(overheads), total,
+                static_cast<double>(bytes) * g_size / total / 1e9, restarted ? " after-restart" : "");
+    std::fflush(stdout);
+  }
+  if (dlckpt_finalize() != 0) Die(std::string("dlckpt_finalize: ") + dlckpt_last_error());
+  MPI_Finalize();
+  return 0;
+}

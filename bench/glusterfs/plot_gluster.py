@@ -13,8 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 LABELS = {
-    "dlckpt": "/dlckpt under dlckpt-run\n(write + encode)",
-    "fuse": "dlckpt-fuse\nmount",
+    "dlckpt": "/dlckpt\n(write +\nencode)",
+    "fuse": "dlckpt-fuse\nmount\n(no encode)",
     "devshm": "/dev/shm",
     "disk": "local disk\n(fsync)",
     "glusterfs": "GlusterFS\n(fsync)",

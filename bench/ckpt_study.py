@@ -442,8 +442,8 @@ class Study:
                 rc, out, err, secs = self.dlckpt_run(m, n, g, mib, ["--iters", "3", "--warmup", "1",
                                                                      "--after-restart", "1"],
                                                      kill=("vn1", "checkpoint:2"))
-                ph = re.search(r"detection ([0-9.]+) s, survey ([0-9.]+) s, rebuild ([0-9.]+) s, "
-                               r"relaunch ([0-9.]+) s", err)
+                ph = re.search(r"detection ([0-9.]+) s, (?:teardown ([0-9.]+) s, )?survey ([0-9.]+) s, "
+                               r"rebuild ([0-9.]+) s, relaunch ([0-9.]+) s", err)
                 reload_ = re.search(r"^RELOAD ([0-9.]+)", out, re.M)
                 after = re.search(r"^RESULT .*total=([0-9.]+).*after-restart", out, re.M)
                 if rc != 0 or not ph or not reload_:
@@ -451,12 +451,14 @@ class Study:
                               "exit %d, no recovery summary: %s" % (rc, err.strip()[-800:]))
                     continue
                 rec = {"config": name, "m": m, "n": n, "groups": g, "mib": mib,
-                       "detection": float(ph.group(1)), "survey": float(ph.group(2)),
-                       "rebuild": float(ph.group(3)), "relaunch": float(ph.group(4)),
+                       "detection": float(ph.group(1)), "teardown": float(ph.group(2) or 0),
+                       "survey": float(ph.group(3)),
+                       "rebuild": float(ph.group(4)), "relaunch": float(ph.group(5)),
                        "reload": float(reload_.group(1)),
                        "ckpt_after": float(after.group(1)) if after else None, "wall_s": secs,
                        "loadavg": loadavg()}
-                rec["total"] = rec["detection"] + rec["survey"] + rec["rebuild"] + rec["relaunch"]
+                rec["total"] = (rec["detection"] + rec["teardown"] + rec["survey"] + rec["rebuild"] +
+                                rec["relaunch"])
                 self.raw["recovery"].append(rec)
 
 

@@ -6,6 +6,7 @@
  * to compile here. */
 #include <errno.h>
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 
 #include "app_common.h"
@@ -70,6 +71,9 @@ void app_checkpoint_commit(MPI_Comm comm, const char* app) {
     MPI_Comm_rank(comm, &rank);
     fprintf(stderr, "%s: rank %d: checkpoint not committed: %s\n", app, rank, hook_error);
     fflush(stderr);
+    /* MPI_Abort ends Hydra's output forwarding at once: let the message out. */
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
     MPI_Abort(comm, 3);
   }
   app_barrier(comm);

@@ -89,7 +89,7 @@ class Service {
   // ---- commands (collective) ----
   Result<std::string> Execute(uint32_t cmd, const std::string& payload, protocol::MsgType* reply_type);
   Status Hello(const protocol::Hello& h);
-  protocol::Done Encode(uint64_t epoch);
+  protocol::Done Encode(uint64_t epoch, uint64_t keep);
   Result<protocol::SurveyReply> Survey();
   protocol::Done Recover(const protocol::Recover& r);
   void Shutdown();
@@ -389,7 +389,7 @@ protocol::NodeReport Service::LocalReport() {
 
 // ---- ENCODE ---------------------------------------------------------------------------
 
-protocol::Done Service::Encode(uint64_t epoch) {
+protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   double t0 = Now();
   protocol::Done done;
   done.epoch = epoch;
@@ -449,13 +449,15 @@ protocol::Done Service::Encode(uint64_t epoch) {
       struct ParitySink final : OutputSink {
         ParitySlots* slots;
         protocol::ParityReport info;
+        uint64_t keep;
         Result<uint8_t*> Begin(int output, uint64_t length) override {
           info.index = static_cast<uint32_t>(output);
-          return slots->Prepare(info, length);
+          return slots->Prepare(info, length, keep);
         }
       } sink;
       sink.slots = &parity_;
       sink.info = info;
+      sink.keep = keep;
       std::string label = "group " + std::to_string(g.id) + " encode of epoch " + std::to_string(epoch);
       auto stats = group_transport_->Run(EncodeSpec(**code, label), extents, &sink);
       if (!stats.ok()) {
@@ -728,7 +730,7 @@ Result<std::string> Service::Execute(uint32_t cmd, const std::string& payload,
     case kCmdEncode: {
       DLCKPT_ASSIGN_OR_RETURN(protocol::Encode m, protocol::DecodeEncode(payload));
       *reply_type = protocol::MsgType::kDone;
-      return protocol::EncodeDone(Encode(m.epoch));
+      return protocol::EncodeDone(Encode(m.epoch, m.keep));
     }
     case kCmdSurvey: {
       auto s = Survey();
@@ -934,7 +936,7 @@ Status Service::EncodeOnce(uint64_t epoch) {
   }
   if (h.layout.empty()) return Status::NotFound("no store of job " + cfg_.job + " on any node");
   DLCKPT_RETURN_IF_ERROR(Hello(h));
-  protocol::Done d = Encode(epoch);
+  protocol::Done d = Encode(epoch, 0);
   if (d.code != 0) return Status::Error(d.code, d.message);
   if (rank_ == 0) {
     std::printf("encoded epoch %llu: %llu bytes in %.3f s; %s\n", static_cast<unsigned long long>(epoch),

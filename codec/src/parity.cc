@@ -101,7 +101,8 @@ Status ParitySlots::WriteHeader(Mapped* m) {
   return Status::OK();
 }
 
-Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64_t length) {
+Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64_t length,
+                                      uint64_t keep_epoch) {
   // Keep the newest complete parity; write the other slot.
   for (int s = 0; s < 2; ++s) {
     slots_[s].shm.reset();
@@ -112,9 +113,17 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   };
   int keep = -1;
   for (int s = 0; s < 2; ++s) {
-    if (slots_[s].valid && slots_[s].info.complete &&
-        (keep < 0 || newer(slots_[s].info, slots_[keep].info))) {
+    if (keep_epoch != 0 && slots_[s].valid && slots_[s].info.complete &&
+        slots_[s].info.epoch == keep_epoch && (keep < 0 || newer(slots_[s].info, slots_[keep].info))) {
       keep = s;
+    }
+  }
+  if (keep < 0) {
+    for (int s = 0; s < 2; ++s) {
+      if (slots_[s].valid && slots_[s].info.complete &&
+          (keep < 0 || newer(slots_[s].info, slots_[keep].info))) {
+        keep = s;
+      }
     }
   }
   int target = keep == 0 ? 1 : 0;

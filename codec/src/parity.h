@@ -36,8 +36,11 @@ class ParitySlots {
   std::vector<protocol::ParityReport> Scan(std::vector<std::string>* warn);
 
   // Starts writing a parity described by `info` (info.complete ignored) of
-  // `length` bytes; returns where its bytes go.
-  Result<uint8_t*> Prepare(const protocol::ParityReport& info, uint64_t length);
+  // `length` bytes into the slot that does not hold the complete parity of
+  // epoch `keep` (the acknowledged epoch; when no slot holds it, or keep is
+  // 0: the slot that does not hold the newest complete parity); returns where
+  // its bytes go.
+  Result<uint8_t*> Prepare(const protocol::ParityReport& info, uint64_t length, uint64_t keep);
   // Marks the prepared parity complete.
   Status Complete();
 

@@ -224,10 +224,10 @@ Status Init(MPI_Comm comm) {
 }
 
 // Rank 0: asks the service to encode `epoch` and waits for its answer.
-Status EncodeAtService(uint64_t epoch) {
+Status EncodeAtService(uint64_t epoch, uint64_t keep) {
   State& st = S();
   if (!st.service) return Status::OK();
-  DLCKPT_RETURN_IF_ERROR(st.service->Send(protocol::MsgType::kEncode, protocol::EncodeEncode({epoch})));
+  DLCKPT_RETURN_IF_ERROR(st.service->Send(protocol::MsgType::kEncode, protocol::EncodeEncode({epoch, keep})));
   int timeout_ms = EnvInt("DLCKPT_ENCODE_TIMEOUT", 3600) * 1000;
   DLCKPT_ASSIGN_OR_RETURN(protocol::Frame f, st.service->Receive(timeout_ms));
   if (f.type == protocol::MsgType::kError) {
@@ -260,7 +260,7 @@ Status Checkpoint() {
   Status committed = st.store->Commit(epoch).status();
   Status all = Agree(committed, "dlckpt_checkpoint: commit");
   if (all.ok()) {
-    Status encoded = st.rank == 0 ? EncodeAtService(epoch) : Status::OK();
+    Status encoded = st.rank == 0 ? EncodeAtService(epoch, ep.acknowledged) : Status::OK();
     all = Agree(encoded, "dlckpt_checkpoint: encode");
   }
   if (all.ok()) {

@@ -190,6 +190,7 @@ Result<Hello> DecodeHello(std::string_view payload) {
 std::string EncodeEncode(const Encode& m) {
   Writer w;
   w.U64(m.epoch);
+  w.U64(m.keep);
   return w.Take();
 }
 
@@ -197,8 +198,10 @@ Result<Encode> DecodeEncode(std::string_view payload) {
   Reader r(payload, "ENCODE");
   Encode m;
   DLCKPT_RETURN_IF_ERROR(r.U64(&m.epoch));
+  DLCKPT_RETURN_IF_ERROR(r.U64(&m.keep));
   DLCKPT_RETURN_IF_ERROR(r.End());
   if (m.epoch == 0) return Status::Corruption("ENCODE: epoch 0");
+  if (m.keep >= m.epoch) return Status::Corruption("ENCODE: the epoch to keep is not older than the one to encode");
   return m;
 }
 

@@ -32,7 +32,8 @@ TEST(ProtocolTest, MessagesRoundTrip) {
   EXPECT_EQ(h2->layout[3].node, "vn1");
   EXPECT_EQ(h2->layout[3].store, "/dlckpt.job7.vn.r3");
 
-  EXPECT_EQ(DecodeEncode(EncodeEncode({42}))->epoch, 42u);
+  EXPECT_EQ(DecodeEncode(EncodeEncode({42, 41}))->epoch, 42u);
+  EXPECT_EQ(DecodeEncode(EncodeEncode({42, 41}))->keep, 41u);
   Done d{7, ENOSPC, "store full", 1.5, 12345};
   auto d2 = DecodeDone(EncodeDone(d));
   ASSERT_TRUE(d2.ok());
@@ -122,6 +123,7 @@ TEST(ProtocolTest, FramesAreChecked) {
   w3.U8(77);  // unknown role
   EXPECT_EQ(invalid(MsgType::kHello, w3.data()), EBADMSG);
   EXPECT_EQ(invalid(MsgType::kEncode, EncodeEncode({0})), EBADMSG);
+  EXPECT_EQ(invalid(MsgType::kEncode, EncodeEncode({5, 5})), EBADMSG);
 }
 
 TEST(ProtocolTest, ConnectionsCarryFramesAndErrors) {

@@ -25,10 +25,19 @@ layout:
   --scheme xor|rs         erasure code (default xor when K = 1, else rs)
   --capacity SIZE         memfs store capacity per rank (default 256M)
   --hosts H1,H2,...       use these hosts (first N data, then spares) instead of
-                          virtual nodes; node identity is the host name
+                          virtual nodes; node identity is the host name; ranks
+                          are placed with mpiexec -hosts H:COUNT,...; --run-dir
+                          must then be visible on every host
   --launcher-exec PATH    give mpiexec -launcher ssh -launcher-exec PATH (virtual
                           hosts of tests/vhost)
-  --kill-command CMD      how to kill a node in --hosts mode ("{node}" replaced)
+  --mpiexec-args "ARGS"   extra mpiexec arguments (split at white space) for
+                          both jobs, e.g. from tests/vhost/dlckpt-vhost
+                          mpiexec-args; a -genv LD_PRELOAD in them is merged
+                          with --preload's
+  --kill-command CMD      how to kill a node in --hosts mode, run with sh -c;
+                          "{node}" is replaced by the node, "{how}" by crash or
+                          poweroff (also used to fence a node that stopped
+                          answering heartbeats, with poweroff)
 
 failure injection (virtual nodes: kills the node's processes and destroys its
 shared memory):
@@ -38,6 +47,11 @@ shared memory):
                           application writes checkpoint E), phase:encode[:E]
                           (while the codec encodes), phase:recover[:N] (during
                           the N-th recovery); each may end in +D (D s later)
+  --poweroff-node N1[,N2] --at WHEN   power node(s) off: silent first, then
+                          dead (no launcher notices; heartbeats must). Virtual
+                          nodes: their processes are stopped (SIGSTOP) and their
+                          shared memory destroyed; the processes are killed once
+                          the loss is detected. Hosts: --kill-command with {how}
   --crash-rank R1[,R2] --at WHEN   kill only the application process(es) of
                           these ranks (a process crash, no node lost)
   --mtbf SECONDS          kill random live nodes at exponential intervals
@@ -154,7 +168,7 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
   Options o;
   *help = false;
   std::vector<std::string> pending_kill;
-  bool pending_ranks = false;
+  bool pending_ranks = false, pending_poweroff = false;
   int i = 1;
   for (; i < argc; ++i) {
     std::string a = argv[i];
@@ -212,9 +226,13 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       o.kill_command = v;
     } else if (a == "--mpiexec") {
       o.mpiexec = v;
-    } else if (a == "--kill-node" || a == "--crash-rank") {
+    } else if (a == "--mpiexec-args") {
+      std::istringstream is(v);
+      for (std::string w; is >> w;) o.mpiexec_args.push_back(w);
+    } else if (a == "--kill-node" || a == "--crash-rank" || a == "--poweroff-node") {
       pending_kill = Split(v, ',');
       pending_ranks = a == "--crash-rank";
+      pending_poweroff = a == "--poweroff-node";
       if (pending_kill.empty()) return Status::InvalidArgument(a + " needs a list");
       if (pending_ranks) {
         for (const auto& r : pending_kill) {
@@ -222,9 +240,11 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
         }
       }
     } else if (a == "--at") {
-      if (pending_kill.empty()) return Status::InvalidArgument("--at must follow --kill-node or --crash-rank");
+      if (pending_kill.empty()) {
+        return Status::InvalidArgument("--at must follow --kill-node, --poweroff-node or --crash-rank");
+      }
       DLCKPT_ASSIGN_OR_RETURN(KillTrigger t, ParseTrigger(v));
-      o.kills.push_back(KillSpec{pending_kill, pending_ranks, t, v});
+      o.kills.push_back(KillSpec{pending_kill, pending_ranks, pending_poweroff, t, v});
       pending_kill.clear();
     } else if (a == "--mtbf") {
       DLCKPT_ASSIGN_OR_RETURN(o.mtbf, ParseSeconds(v, a));
@@ -258,7 +278,9 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       return Status::InvalidArgument("unknown option " + a);
     }
   }
-  if (!pending_kill.empty()) return Status::InvalidArgument("--kill-node or --crash-rank without --at");
+  if (!pending_kill.empty()) {
+    return Status::InvalidArgument("--kill-node, --poweroff-node or --crash-rank without --at");
+  }
   for (; i < argc; ++i) o.program.emplace_back(argv[i]);
   if (o.program.empty()) return Status::InvalidArgument("no program given (dlckpt-run [OPTIONS] -- PROGRAM ...)");
 
@@ -273,6 +295,12 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
     return Status::InvalidArgument("--hosts lists " + std::to_string(o.hosts.size()) +
                                    " hosts but --nodes + --spares is " +
                                    std::to_string(o.nodes + o.spares));
+  }
+  if (!o.hosts.empty() && o.kill_command.empty()) {
+    for (const auto& k : o.kills) {
+      if (!k.ranks) return Status::InvalidArgument("killing hosts (--kill-node, --poweroff-node) needs --kill-command");
+    }
+    if (o.mtbf > 0) return Status::InvalidArgument("--mtbf with --hosts needs --kill-command");
   }
   int groups = (o.nodes + o.group_size - 1) / o.group_size;
   if (o.spares < groups * o.spares_per_group) {

@@ -23,6 +23,7 @@ struct KillTrigger {
 struct KillSpec {
   std::vector<std::string> nodes;  // nodes to kill, or ranks (as text) to crash
   bool ranks = false;              // --crash-rank: kill application processes only
+  bool poweroff = false;           // --poweroff-node: silence first, then kill (see KillNodes)
   KillTrigger at;
   std::string text;  // as given, for messages
 };
@@ -42,6 +43,7 @@ struct Options {
   std::string launcher_exec;
   std::string kill_command;
   std::string mpiexec = "mpiexec";
+  std::vector<std::string> mpiexec_args;  // --mpiexec-args, split on white space
   std::vector<KillSpec> kills;
   double mtbf = 0;
   double weibull_shape = 1;
@@ -49,9 +51,9 @@ struct Options {
   uint64_t seed = 1;
   int max_recoveries = 5;
   double timeout = 0;
-  double detect_timeout = 30;
+  double detect_timeout = 30;      // seconds to wait for both jobs to end after a failure
   double heartbeat_timeout = 1.5;  // seconds of silence before a node is declared lost
-  std::string heartbeat_address;   // where codec processes send heartbeats ("" = guess)  // seconds to wait for both jobs to end after a failure
+  std::string heartbeat_address;   // where codec processes send heartbeats ("" = guess)
   std::string codec;
   bool preload = false;
   bool keep = false;

@@ -46,6 +46,30 @@ TEST(RunOptionsTest, KillSpecs) {
   EXPECT_EQ(ParseTrigger("phase:write:2")->kind, KillTrigger::kWrite);
 }
 
+TEST(RunOptionsTest, HostsPowerOffAndMpiexecArgs) {
+  auto o = Parse({"--hosts", "c-0,c-1,c-2", "--nodes", "2", "--kill-command", "vh {how} {node}",
+                  "--mpiexec-args", " -iface  dvb-c -genv LD_PRELOAD /x.so ", "--poweroff-node", "c-1",
+                  "--at", "checkpoint:2", "--kill-node", "c-0", "--at", "phase:recover", "--", "a"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->mpiexec_args, (std::vector<std::string>{"-iface", "dvb-c", "-genv", "LD_PRELOAD", "/x.so"}));
+  ASSERT_EQ(o->kills.size(), 2u);
+  EXPECT_TRUE(o->kills[0].poweroff);
+  EXPECT_EQ(o->kills[0].nodes, (std::vector<std::string>{"c-1"}));
+  EXPECT_FALSE(o->kills[1].poweroff);
+  EXPECT_FALSE(o->kills[1].ranks);
+  // Virtual nodes power off without a kill command.
+  EXPECT_TRUE(Parse({"--poweroff-node", "vn1", "--at", "time:1", "--", "a"}).ok());
+  // Hosts cannot be killed without one.
+  auto msg = [](std::vector<std::string> a) { return Parse(a).status().message(); };
+  EXPECT_NE(msg({"--hosts", "c-0,c-1,c-2", "--poweroff-node", "c-1", "--at", "time:1", "--", "a"})
+                .find("needs --kill-command"),
+            std::string::npos);
+  EXPECT_NE(msg({"--hosts", "c-0,c-1,c-2", "--mtbf", "10", "--", "a"}).find("needs --kill-command"),
+            std::string::npos);
+  EXPECT_TRUE(Parse({"--hosts", "c-0,c-1,c-2", "--crash-rank", "1", "--at", "time:1", "--", "a"}).ok());
+  EXPECT_NE(msg({"--poweroff-node", "vn1", "--", "a"}).find("without --at"), std::string::npos);
+}
+
 TEST(RunOptionsTest, BadInputIsNamed) {
   auto msg = [](std::vector<std::string> a) { return Parse(a).status().message(); };
   EXPECT_NE(msg({"--nodes", "x", "--", "a"}).find("--nodes"), std::string::npos);

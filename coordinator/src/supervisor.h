@@ -38,7 +38,7 @@ class Supervisor {
 
  private:
   struct RecoveryTimes {
-    double detection = 0, survey = 0, rebuild = 0, relaunch = 0;
+    double detection = 0, teardown = 0, survey = 0, rebuild = 0, relaunch = 0;
     std::string what;
   };
   enum class Outcome { kDone, kFailure, kTimeout };
@@ -51,12 +51,20 @@ class Supervisor {
   void Tick();
   void HandleEvent(const events::Event& e);
   void ScheduleKill(size_t spec, double at);
-  void KillNodes(const std::vector<std::string>& nodes, const std::string& why);
+  // Kills nodes now: a crash, or (poweroff) silence first, then death. With
+  // --kill-command it runs the command per node ({node}, {how} replaced).
+  void KillNodes(const std::vector<std::string>& nodes, const std::string& why, bool poweroff = false);
   void CrashRanks(const std::vector<std::string>& ranks, const std::string& why);
+  // Asks the codec service to shut down (its processes remove their nodes' stores
+  // and parity unless --keep) and waits up to 30 s for the codec job to end.
+  void StopCodec();
   void TearDownJobs();
   // Survey, decide, rebuild. Sets *fatal for errors that end the run.
   Status Recover(RecoveryTimes* t, int* exit_code);
   Status WaitForAppInit(double timeout);
+  // The codec's reply to a command sent, within timeout seconds; follows events,
+  // injections and heartbeats meanwhile (a node powered off during it is noticed).
+  Result<protocol::Frame> AwaitCodec(const std::string& what, double timeout);
   void Cleanup(int exit_code);
   void PrintSummary(int exit_code);
   void Log(const std::string& msg) const;
@@ -65,6 +73,10 @@ class Supervisor {
   std::vector<std::string> FreeNodes() const;
   std::string CodecPath() const;
   std::vector<std::string> JobEnv() const;
+  // mpiexec, --mpiexec-args (LD_PRELOAD merged with preload, if given), the launcher.
+  std::vector<std::string> MpiexecCommand(const std::string& preload) const;
+  // "H1:C1,H2:C2,...": runs of equal consecutive nodes, for mpiexec -hosts.
+  static std::string HostList(const std::vector<std::string>& nodes);
 
   Options o_;
   std::string run_dir_, rendezvous_, events_path_, codec_log_;
@@ -77,9 +89,10 @@ class Supervisor {
   std::unique_ptr<events::Follower> follower_;
   std::unique_ptr<heartbeat::Monitor> heartbeat_;
   std::string heartbeat_key_, heartbeat_address_;
-  bool heartbeat_failure_ = false;
-  bool codec_exited_ = false;  // the codec job ended (reaped by Tick)
-  int codec_status_ = 0;  // a node went silent: the jobs will not end by themselves
+  bool heartbeat_failure_ = false;  // a node went silent: the jobs will not end by themselves
+  bool codec_exited_ = false;       // the codec job ended (reaped by Tick)
+  int codec_status_ = 0;
+  std::vector<pid_t> frozen_;       // stopped processes of powered-off virtual nodes
 
   double run_start_ = 0;     // dlckpt-run started the jobs
   double start_ = 0;         // first application launch

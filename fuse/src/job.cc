@@ -309,11 +309,11 @@ Status JobCheckpointer::EnsureService(const std::vector<MountState>& mounts) {
   return Status::OK();
 }
 
-Status JobCheckpointer::Encode(uint64_t epoch, bool* unknown) {
+Status JobCheckpointer::Encode(uint64_t epoch, uint64_t keep, bool* unknown) {
   *unknown = false;
   if (!service_) return Status::OK();  // --no-codec
   const std::string what = "codec service: encode of epoch " + std::to_string(epoch);
-  Status sent = service_->Send(protocol::MsgType::kEncode, protocol::EncodeEncode({epoch}));
+  Status sent = service_->Send(protocol::MsgType::kEncode, protocol::EncodeEncode({epoch, keep}));
   if (!sent.ok()) {
     service_.reset();  // the codec is gone: reconnect next time
     return sent.Prefixed(what);
@@ -375,7 +375,7 @@ Result<uint64_t> JobCheckpointer::Checkpoint(MountControl& mount) {
     const std::string what = "completing interrupted epoch " + std::to_string(plan.finish);
     if (plan.finish_encode) {
       bool unknown = false;
-      DLCKPT_RETURN_IF_ERROR(c.Agree(c.rank() == 0 ? Encode(plan.finish, &unknown) : Status::OK(), what));
+      DLCKPT_RETURN_IF_ERROR(c.Agree(c.rank() == 0 ? Encode(plan.finish, all[me].acked, &unknown) : Status::OK(), what));
     }
     Status acked;
     if (mine->pending == plan.finish) acked = mount.Command("ack", plan.finish).status();
@@ -390,7 +390,7 @@ Result<uint64_t> JobCheckpointer::Checkpoint(MountControl& mount) {
   Status all_ok = c.Agree(committed.status(), "commit of epoch " + es);
   bool unknown = false;
   if (all_ok.ok()) {
-    all_ok = c.Agree(c.rank() == 0 ? Encode(e, &unknown) : Status::OK(), "checkpoint of epoch " + es);
+    all_ok = c.Agree(c.rank() == 0 ? Encode(e, std::max(all[me].acked, plan.finish), &unknown) : Status::OK(), "checkpoint of epoch " + es);
     if (!all_ok.ok()) {
       auto any = c.Max(unknown ? 1 : 0);
       unknown = !any.ok() || *any != 0;

@@ -24,6 +24,7 @@ static uint64_t mix(uint64_t x) {
   return x;
 }
 
+
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
@@ -31,6 +32,8 @@ static void sleep_ms(int ms) {
 
 static void die(int rank, const char* what) {
   fprintf(stderr, "ckpt_app rank %d: %s: %s\n", rank, what, dlckpt_last_error());
+  /* Hydra kills the job's output forwarding with MPI_Abort: let it drain. */
+  sleep_ms(300);
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

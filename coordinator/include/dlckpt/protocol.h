@@ -12,7 +12,7 @@
 //
 // Messages (client → service unless noted):
 //   HELLO(token, role, job, layout rank -> node -> store)  → HELLO_OK | ERROR
-//   ENCODE(epoch)                                            → DONE(epoch, status)
+//   ENCODE(epoch, keep)                                      → DONE(epoch, status)
 //   SURVEY()                                                 → SURVEY_REPLY(nodes)
 //   RECOVER(plan)                                            → DONE(epoch, status)
 //   STATUS()                                                 → STATUS_REPLY(text)
@@ -114,6 +114,11 @@ struct Hello {
 
 struct Encode {
   uint64_t epoch = 0;
+  // The epoch whose parity must survive this encode (the acknowledged one;
+  // 0: none). The spares write the new parity into the other slot, so a
+  // failure while encoding, or an encode that fails in some group, never
+  // costs the acknowledged checkpoint its parity.
+  uint64_t keep = 0;
 };
 
 struct Done {

@@ -94,7 +94,8 @@ class JobCheckpointer final {
   Status EnsureService(const std::vector<MountState>& mounts);
   // ENCODE(epoch) and its DONE. *unknown: the request went out but no answer
   // came (timeout, lost connection): the codec may still finish it.
-  Status Encode(uint64_t epoch, bool* unknown);
+  // `keep`: the acknowledged epoch, whose parity must survive the encode.
+  Status Encode(uint64_t epoch, uint64_t keep, bool* unknown);
 
   MPI_Comm comm_;
   JobOptions o_;

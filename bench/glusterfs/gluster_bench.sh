@@ -310,13 +310,18 @@ if has_part recovery; then
   [ "$rc" = 0 ] && [ -n "$t_kill" ] && [ -n "$t_res" ] ||
     { say "  dlckpt: the run did not recover (exit $rc)"; tail -8 "$l3" >&2; exit 1; }
   d_total=$(fsub "$t_res" "$t_kill")
-  phases=$(sed -n 's/.*detection \([0-9.]*\) s, survey \([0-9.]*\) s, rebuild \([0-9.]*\) s, relaunch \([0-9.]*\) s.*/\1 \2 \3 \4/p' "$l3" | tail -1)
-  read -r p_det p_sur p_reb p_rel <<<"$phases"
-  p_rest=$(awk -v t="$d_total" -v a="$p_det" -v b="$p_sur" -v c="$p_reb" -v d="$p_rel" 'BEGIN { printf "%.3f", t - a - b - c - d }')
-  for k in detection:$p_det survey:$p_sur rebuild:$p_reb relaunch:$p_rel app_read:$p_rest total:$d_total; do
+  # dlckpt-run's summary: "detection X s, [teardown X s, ]survey X s, rebuild X s, relaunch X s".
+  summary=$(grep "dlckpt-run: .*detection [0-9.]* s, " "$l3" | tail -1)
+  phase() { echo "$summary" | grep -o "$1 [0-9.]* s" | awk '{ print $2 }'; }
+  p_det=$(phase detection) p_tea=$(phase teardown) p_sur=$(phase survey) p_reb=$(phase rebuild) p_rel=$(phase relaunch)
+  p_tea=${p_tea:-0}
+  p_rest=$(awk -v t="$d_total" -v a="$p_det" -v e="$p_tea" -v b="$p_sur" -v c="$p_reb" -v d="$p_rel" \
+             'BEGIN { printf "%.3f", t - a - e - b - c - d }')
+  for k in detection:$p_det teardown:$p_tea survey:$p_sur rebuild:$p_reb relaunch:$p_rel app_read:$p_rest \
+           total:$d_total; do
     row recovery dlckpt "${k%%:*}" "${k#*:}" s
   done
-  say "  dlckpt:    $d_total s from the kill to 'restarted from iteration' (detection $p_det, survey $p_sur, rebuild $p_reb, relaunch $p_rel, app start + read $p_rest s)"
+  say "  dlckpt:    $d_total s from the kill to 'restarted from iteration' (detection $p_det, teardown $p_tea, survey $p_sur, rebuild $p_reb, relaunch $p_rel, app start + read $p_rest s)"
 fi
 
 # ---------------------------------------------------------------- figures

@@ -37,7 +37,7 @@ def main():
 
     ior = series("ior", "write_bw")
     ckpt = series("ckpt", "ckpt_seconds")
-    phases_d = ["detection", "survey", "rebuild", "relaunch", "app_read"]
+    phases_d = ["detection", "teardown", "survey", "rebuild", "relaunch", "app_read"]
     phases_g = ["detection", "relaunch_read"]
     rec = any(k[0] == "recovery" for k in get)
     panels = [p for p in (("ior", ior), ("ckpt", ckpt), ("rec", rec)) if p[1]]
@@ -76,7 +76,7 @@ def main():
                 v = get.get(("recovery", "dlckpt", ph))
                 if v is not None:
                     ax.bar("dlckpt:\nnode kill,\nrebuild on spare", v, bottom=bottom,
-                           color=plt.cm.Greens(0.3 + 0.15 * i), label="dlckpt " + ph.replace("_", " "))
+                           color=plt.cm.Greens(0.3 + 0.12 * i), label="dlckpt " + ph.replace("_", " "))
                     bottom += v
             ax.set_title("kill to 'restarted from iteration'")
             ax.set_ylabel("seconds")

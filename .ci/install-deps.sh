@@ -13,5 +13,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libfuse3-dev fuse3 \
   libgtest-dev libgmock-dev libbenchmark-dev \
   clang libclang-rt-14-dev \
-  fio iproute2 python3 >/dev/null
+  fio iproute2 python3 \
+  glusterfs-server glusterfs-client >/dev/null
 echo "install-deps: done"

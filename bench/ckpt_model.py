@@ -341,6 +341,10 @@ def main():
         if dk and "write_s" in dk:
             r["disk_s"] = dk["write_s"]
             r["ckpt_speedup_vs_disk_fsync"] = dk["write_s"] / r["total"]
+        gl = ior_rec(raw, "glusterfs -e", P, d)
+        if gl and "write_s" in gl:
+            r["glusterfs_s"] = gl["write_s"]
+            r["ckpt_speedup_vs_glusterfs"] = gl["write_s"] / r["total"]
 
     # ---- the model
     shared, ins, loo = errors(lambda: Model(cores, True, "thesis"), rows)
@@ -383,7 +387,8 @@ def main():
     cols = ["config", "m", "n", "groups", "ranks", "spares", "mib", "iters", "write", "encode", "overhead",
             "total", "throughput_gbs", "loadavg", "write_vs_memcpy", "encode_over_isal", "orig_encode_s",
             "encode_speedup_vs_mpi_reduce", "tmpfs_s", "ckpt_speedup_vs_tmpfs", "disk_s",
-            "ckpt_speedup_vs_disk_fsync", "pred_write", "pred_encode", "pred_overhead", "pred_total",
+            "ckpt_speedup_vs_disk_fsync", "glusterfs_s", "ckpt_speedup_vs_glusterfs", "pred_write",
+            "pred_encode", "pred_overhead", "pred_total",
             "pred_error_pct", "pred_no_share_total", "pred_fused_total", "pred_fused_error_pct", "rounds",
             "spread_pct", "proj_core_per_node_s", "proj_core_per_node_gbs"]
     write_csv(os.path.join(out, "ckpt_study.csv"), raw, cols, rows)
@@ -457,14 +462,17 @@ def main():
               "time / dlckpt time):")
     md.append("")
     trs = []
+    gluster = any("ckpt_speedup_vs_glusterfs" in r for r in rows)
     for r in sorted(rows, key=lambda r: (r["mib"], r["n"], r["groups"], r["m"])):
         def g(k, f="%.2f"):
             return f % r[k] if k in r else "-"
         trs.append([r["config"], "%d MiB" % r["mib"], g("write_vs_memcpy"), g("encode_over_isal", "%.1f"),
                     g("encode_speedup_vs_mpi_reduce", "%.1fx"), g("ckpt_speedup_vs_tmpfs", "%.2fx"),
-                    g("ckpt_speedup_vs_disk_fsync", "%.1fx")])
+                    g("ckpt_speedup_vs_disk_fsync", "%.1fx")] +
+                   ([g("ckpt_speedup_vs_glusterfs", "%.1fx")] if gluster else []))
     md.append(table(["m:n", "per rank", "write / memcpy", "encode / raw ISA-L", "encode vs MPI_Reduce",
-                     "ckpt vs tmpfs write", "ckpt vs disk write+fsync"], trs))
+                     "ckpt vs tmpfs write", "ckpt vs disk write+fsync"] +
+                    (["ckpt vs GlusterFS write+fsync"] if gluster else []), trs))
     md.append("")
     if recs:
         md.append("Recoveries (vn1 killed after checkpoint 2; seconds):")
@@ -483,7 +491,7 @@ def main():
         md.append("")
         trs = []
         for i in raw["ior"]:
-            if i["target"] in ("tmpfs -e", "disk -e"):
+            if i["target"] in ("tmpfs -e", "disk -e", "glusterfs -e"):
                 continue
             trs.append([i["target"], str(i["ranks"]), "%d MiB" % i["mib"],
                         "%.0f" % i["write_mibs"] if "write_mibs" in i else "-",
@@ -516,6 +524,10 @@ def main():
     if disk:
         metrics.append("METRIC ckpt_speedup_vs_disk_fsync %.2f x target >= 1 (smallest over the configurations, "
                        "%d MiB per rank)" % (min(disk), big))
+    glu = [r["ckpt_speedup_vs_glusterfs"] for r in rows if r["mib"] == big and "ckpt_speedup_vs_glusterfs" in r]
+    if glu:
+        metrics.append("METRIC ckpt_speedup_vs_glusterfs %.2f x target >= 10 (smallest over the configurations, "
+                       "%d MiB per rank; GlusterFS write + fsync of the same ranks and size)" % (min(glu), big))
     enc = [r["encode_speedup_vs_mpi_reduce"] for r in rows if r["mib"] == big and "encode_speedup_vs_mpi_reduce" in r]
     if enc:
         metrics.append("METRIC ckpt_encode_speedup_vs_mpi_reduce %.2f x target >= 2 (smallest over the "

@@ -15,7 +15,8 @@ load):
      (the codec's events) and overhead; --rounds rounds over all of them, each
      run followed by dlckpt-ior writes with fsync (-e) of the same ranks and
      size into tmpfs (/dev/shm) and a disk file system (--disk-dir, default
-     /var/tmp), so that the ratios pair measurements taken under the same load;
+     /var/tmp), and into GlusterFS with --glusterfs-dir, so that the ratios
+     pair measurements taken under the same load;
   4. recoveries: the same with one data node killed after checkpoint 2;
      detection, survey, rebuild, relaunch (dlckpt-run's summary), reload;
 and writes the raw results to OUT/raw.json; ckpt_model.py (run at the end)
@@ -311,6 +312,12 @@ class Study:
             self.ior("disk", ranks, mib, d + "/ior", ["-w", "-e"], label="disk -e", reps=1,
                      extra_rec={"round": rnd})
             shutil.rmtree(d, ignore_errors=True)
+        if a.glusterfs_dir:
+            d = tempfile.mkdtemp(prefix="dlckpt-study.", dir=a.glusterfs_dir)
+            _paths.add(d)
+            self.ior("glusterfs", ranks, mib, d + "/ior", ["-w", "-e"], label="glusterfs -e", reps=1,
+                     extra_rec={"round": rnd})
+            shutil.rmtree(d, ignore_errors=True)
 
     def ior_table(self):
         """Every dlckpt-ior target at one size, 4 ranks (the 4:1 layout)."""
@@ -333,6 +340,12 @@ class Study:
             _paths.add(d)
             self.ior("disk", ranks, mib, d + "/ior", ["-w", "-r", "-e"],
                      label="%s (%s), -e" % (a.disk_dir, self.raw["machine"]["disk_fs"].split()[0]))
+            shutil.rmtree(d, ignore_errors=True)
+        if a.glusterfs_dir:
+            d = tempfile.mkdtemp(prefix="dlckpt-study.", dir=a.glusterfs_dir)
+            _paths.add(d)
+            self.ior("glusterfs", ranks, mib, d + "/ior", ["-w", "-r", "-e"],
+                     label="GlusterFS (%s), -e" % a.glusterfs_dir)
             shutil.rmtree(d, ignore_errors=True)
         self.fuse_row(ranks, mib)
 
@@ -467,6 +480,9 @@ def main():
     p.add_argument("--ior-size", type=int, default=64, help="MiB per rank of the IOR table")
     p.add_argument("--ior-ranks", type=int, default=4, help="ranks of the IOR table")
     p.add_argument("--no-disk", action="store_true", help="skip the disk file system")
+    p.add_argument("--glusterfs-dir", default=os.environ.get("GLUSTER_MNT", ""),
+                   help="a directory on a mounted GlusterFS volume: IOR and paired rows there (default "
+                        "$GLUSTER_MNT, set by bench/glusterfs/gluster_volume.sh run)")
     p.add_argument("--no-ior-table", action="store_true", help="skip the IOR table")
     p.add_argument("--job-prefix", default="st%d" % os.getpid(),
                    help="prefix of the dlckpt job ids (and so of their /dev/shm objects)")

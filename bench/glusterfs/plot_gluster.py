@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Plots gluster_bench.sh's CSV: IOR write bandwidth, checkpoint time and
+recovery time per target, one panel each (panels without data are left out).
+
+usage: plot_gluster.py RESULTS.csv OUT.png [SUBTITLE]
+"""
+import csv
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+LABELS = {
+    "dlckpt": "/dlckpt\n(write +\nencode)",
+    "fuse": "dlckpt-fuse\nmount\n(no encode)",
+    "devshm": "/dev/shm",
+    "disk": "local disk\n(fsync)",
+    "glusterfs": "GlusterFS\n(fsync)",
+}
+ORDER = ["dlckpt", "fuse", "devshm", "disk", "glusterfs"]
+COLORS = {"dlckpt": "#1b7837", "fuse": "#5aae61", "devshm": "#9970ab",
+          "disk": "#bababa", "glusterfs": "#d6604d"}
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    rows = list(csv.DictReader(open(sys.argv[1])))
+    get = {(r["section"], r["target"], r["metric"]): float(r["value"])
+           for r in rows if r["value"] not in ("", "nan")}
+
+    def series(section, metric):
+        return [(t, get[(section, t, metric)]) for t in ORDER if (section, t, metric) in get]
+
+    ior = series("ior", "write_bw")
+    ckpt = series("ckpt", "ckpt_seconds")
+    phases_d = ["detection", "teardown", "survey", "rebuild", "relaunch", "app_read"]
+    phases_g = ["detection", "relaunch_read"]
+    rec = any(k[0] == "recovery" for k in get)
+    panels = [p for p in (("ior", ior), ("ckpt", ckpt), ("rec", rec)) if p[1]]
+    if not panels:
+        print("plot_gluster: no data in " + sys.argv[1], file=sys.stderr)
+        return 1
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6))
+    if len(panels) == 1:
+        axes = [axes]
+    for ax, (kind, data) in zip(axes, panels):
+        if kind in ("ior", "ckpt"):
+            names = [t for t, _ in data]
+            vals = [v for _, v in data]
+            bars = ax.bar([LABELS[t] for t in names], vals, color=[COLORS[t] for t in names])
+            fmt = "{:.0f}" if kind == "ior" else "{:.3f}"
+            for b, v in zip(bars, vals):
+                ax.annotate(fmt.format(v), (b.get_x() + b.get_width() / 2, v),
+                            ha="center", va="bottom", fontsize=8)
+            if kind == "ior":
+                ax.set_title("IOR write, file per process, fsync")
+                ax.set_ylabel("MiB/s (best of repetitions)")
+            else:
+                ax.set_title("application checkpoint time")
+                ax.set_ylabel("seconds per checkpoint (median)")
+            ax.tick_params(axis="x", labelsize=8)
+        else:
+            bottom = 0.0
+            for i, ph in enumerate(phases_g):
+                v = get.get(("recovery", "glusterfs", ph))
+                if v is not None:
+                    ax.bar("GlusterFS:\nkill, rerun,\nread back", v, bottom=bottom,
+                           color=plt.cm.Reds(0.4 + 0.3 * i), label="GlusterFS " + ph.replace("_", " + "))
+                    bottom += v
+            bottom = 0.0
+            for i, ph in enumerate(phases_d):
+                v = get.get(("recovery", "dlckpt", ph))
+                if v is not None:
+                    ax.bar("dlckpt:\nnode kill,\nrebuild on spare", v, bottom=bottom,
+                           color=plt.cm.Greens(0.3 + 0.12 * i), label="dlckpt " + ph.replace("_", " "))
+                    bottom += v
+            ax.set_title("kill to 'restarted from iteration'")
+            ax.set_ylabel("seconds")
+            ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+            ax.set_ylim(0, ax.get_ylim()[1] * 1.6)  # room for the legend above the bars
+    title = "dlckpt vs GlusterFS on one machine"
+    if len(sys.argv) > 3:
+        title += " (" + sys.argv[3] + ")"
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

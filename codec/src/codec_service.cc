@@ -81,7 +81,22 @@ class Service {
 
  private:
   // ---- collectives helpers ----
-  Status Wait(MPI_Request* req) { return WaitQuietly(req, 2000); }
+  // Completes a request without spinning: sleeps between tests, from 10 us
+  // up to `max_sleep_ns`: 100 us inside an operation (every step of a
+  // collective needs each peer to test), 2 ms while idle between commands
+  // (an idle process then costs ~nothing).
+  Status Wait(MPI_Request* req, long max_sleep_ns = 100000) {
+    long sleep_ns = 10000;
+    for (;;) {
+      int done = 0;
+      int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) return Status::IOError("MPI_Test failed on node " + cfg_.node);
+      if (done) return Status::OK();
+      struct timespec ts{0, sleep_ns};
+      nanosleep(&ts, nullptr);
+      if (sleep_ns < max_sleep_ns) sleep_ns = std::min(max_sleep_ns, sleep_ns * 3 / 2);
+    }
+  }
   Status Agree(const Status& mine, const std::string& what);
   Result<std::vector<std::string>> AllgatherStrings(const std::string& mine);
   Status BroadcastCommand(uint32_t* cmd, std::string* payload);
@@ -129,6 +144,7 @@ class Service {
   uint64_t last_encoded_ = 0;
   int encodes_ = 0;
   std::string protection_;  // "" when the configured protection holds
+  bool drop_old_parity_ = false;
 
   // Rank 0.
   struct Client {
@@ -196,7 +212,7 @@ Status Service::BroadcastCommand(uint32_t* cmd, std::string* payload) {
   MPI_Request req;
   MPI_Ibcast(head, 2, MPI_UINT64_T, 0, world_, &req);
   // Idle processes sleep up to 2 ms between tests: no spinning.
-  DLCKPT_RETURN_IF_ERROR(Wait(&req));
+  DLCKPT_RETURN_IF_ERROR(Wait(&req, 2000000));
   *cmd = static_cast<uint32_t>(head[0]);
   payload->resize(head[1]);
   if (head[1] > 0) {
@@ -318,6 +334,9 @@ Status Service::Hello(const protocol::Hello& h) {
   }
   DLCKPT_RETURN_IF_ERROR(Agree(mine, "forming groups"));
   have_layout_ = true;
+  // A node that is no longer a spare drops the parity of earlier layouts once
+  // this layout's first encode has completed everywhere (see Encode).
+  drop_old_parity_ = role_.kind == RoleKind::kData;
   if (rank_ == 0) Log("groups: " + DescribeLayout(layout_));
   return Status::OK();
 }
@@ -413,21 +432,28 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
     mine = LocalImage(epoch, my_app_ranks_, &extents, &sizes, nullptr);
     if (!mine.ok()) stores_.clear();  // re-attach next time (a relaunched rank may have new stores)
   }
-  Status all = Agree(mine, "encode of epoch " + std::to_string(epoch));
-  if (!all.ok()) return finish(all);
-
-  // Member records (node, ranks, image sizes) for the parity headers.
+  // One exchange carries both every node's readiness and its member record
+  // (node, ranks, image sizes) for the parity headers: fewer collectives,
+  // fewer wake-ups of sleeping processes.
   protocol::MemberRecord mine_record{cfg_.node, {}, sizes};
   if (!sizes.empty()) mine_record.ranks.assign(my_app_ranks_.begin(), my_app_ranks_.end());
   protocol::Writer w;
+  w.I32(mine.code());
+  w.Str(mine.message());
   protocol::PutMember(w, mine_record);
   auto gathered = AllgatherStrings(w.data());
   if (!gathered.ok()) return finish(gathered.status());
   std::vector<protocol::MemberRecord> records(gathered->size());
+  const std::string what = "encode of epoch " + std::to_string(epoch);
   for (size_t i = 0; i < records.size(); ++i) {
     protocol::Reader rd((*gathered)[i], "member record");
-    Status st = protocol::GetMember(rd, &records[i]);
+    int32_t code = 0;
+    std::string msg;
+    Status st = rd.I32(&code);
+    if (st.ok()) st = rd.Str(&msg);
+    if (st.ok()) st = protocol::GetMember(rd, &records[i]);
     if (!st.ok()) return finish(st);
+    if (code != 0) return finish(Status::Error(code, what + ": node " + nodes_[i] + ": " + msg));
     for (uint64_t size : records[i].sizes) done.bytes += size;
   }
 
@@ -459,20 +485,26 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       sink.info = info;
       sink.keep = keep;
       std::string label = "group " + std::to_string(g.id) + " encode of epoch " + std::to_string(epoch);
+      double t_run = Now();
       auto stats = group_transport_->Run(EncodeSpec(**code, label), extents, &sink);
       if (!stats.ok()) {
         run_status = stats.status();
       } else if (role_.kind == RoleKind::kSpare) {
         run_status = parity_.Complete();
       }
+      if (getenv("DLCKPT_CODEC_TRACE")) {
+        Log(label + ": prepare " + Fixed(t_run - t0) + " s, transport " + Fixed(Now() - t_run) + " s");
+      }
     }
   }
-  all = Agree(run_status, "encode of epoch " + std::to_string(epoch));
+  Status all = Agree(run_status, what);
   if (all.ok()) {
     last_encoded_ = epoch;
     ++encodes_;
-    // A node that is no longer a spare drops parity of earlier layouts.
-    if (role_.kind == RoleKind::kData) parity_.RemoveAll();
+    if (drop_old_parity_) {
+      parity_.RemoveAll();
+      drop_old_parity_ = false;
+    }
   }
   return finish(all);
 }

@@ -71,7 +71,7 @@ Status ParitySlots::Load(int slot, Mapped* m) {
 std::vector<protocol::ParityReport> ParitySlots::Scan(std::vector<std::string>* warn) {
   std::vector<protocol::ParityReport> out;
   for (int s = 0; s < 2; ++s) {
-    slots_[s].shm.reset();  // see the objects as they are now
+    // The mapping stays: only this process writes its node's slots.
     Status st = Load(s, &slots_[s]);
     if (st.ok()) {
       out.push_back(slots_[s].info);
@@ -104,10 +104,7 @@ Status ParitySlots::WriteHeader(Mapped* m) {
 Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64_t length,
                                       uint64_t keep_epoch) {
   // Keep the newest complete parity; write the other slot.
-  for (int s = 0; s < 2; ++s) {
-    slots_[s].shm.reset();
-    (void)Load(s, &slots_[s]);
-  }
+  for (int s = 0; s < 2; ++s) (void)Load(s, &slots_[s]);
   auto newer = [](const protocol::ParityReport& a, const protocol::ParityReport& b) {
     return a.epoch != b.epoch ? a.epoch > b.epoch : a.generation > b.generation;
   };
@@ -159,7 +156,6 @@ Status ParitySlots::Complete() {
 
 Result<Extent> ParitySlots::Find(uint32_t group, uint32_t index, uint64_t epoch, uint64_t generation) {
   for (int s = 0; s < 2; ++s) {
-    slots_[s].shm.reset();
     if (!Load(s, &slots_[s]).ok()) continue;
     const auto& i = slots_[s].info;
     if (i.complete && i.group == group && i.index == index && i.epoch == epoch &&

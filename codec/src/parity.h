@@ -9,7 +9,9 @@
 // not hold the newest complete parity, marks it incomplete, returns the data
 // area; Complete() marks it complete. A crash in between leaves an incomplete
 // slot, which survey and rebuild ignore. Slots are pre-faulted and reused
-// while large enough. Not thread-safe; one ParitySlots per codec process.
+// while large enough, and stay mapped between epochs (only this object
+// writes its node's slots, so no page is faulted twice). Not thread-safe; one
+// ParitySlots per codec process.
 #ifndef DLCKPT_CODEC_PARITY_H_
 #define DLCKPT_CODEC_PARITY_H_
 

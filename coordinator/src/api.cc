@@ -62,7 +62,7 @@ int Wait(MPI_Request* req) {
     if (done) return MPI_SUCCESS;
     struct timespec ts{0, sleep_ns};
     nanosleep(&ts, nullptr);
-    if (sleep_ns < 2000000) sleep_ns *= 2;
+    if (sleep_ns < 500000) sleep_ns = std::min(500000L, sleep_ns * 2);  // 0.5 ms at most
   }
 }
 

@@ -215,6 +215,7 @@ Status Supervisor::LaunchApp() {
   argv.insert(argv.end(), {"-genv", "DLCKPT_JOB", o_.job, "-genv", "DLCKPT_RENDEZVOUS", rendezvous_,
                            "-genv", "DLCKPT_EVENTS", events_path_, "-genv",
                            "DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)});
+  if (!o_.compress.empty()) argv.insert(argv.end(), {"-genv", "DLCKPT_COMPRESS", o_.compress});
   if (o_.preload) {
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

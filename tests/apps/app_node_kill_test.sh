@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # An app under dlckpt-run loses node(s) at a seeded random time (XOR: one data
 # node; RS with 2 parities: two data nodes at once) and must finish with the
-# checksum of a failure-free run of the same binary.
+# checksum of a failure-free run of the same binary. With COMPRESS lz4 the
+# stores compress their data (dlckpt-run --compress lz4): parity is computed
+# over compressed images and the lost stores are rebuilt from them; at the end
+# every store must be an lz4 store that verifies, and together they must hold
+# fewer blocks than their files' bytes (heat2d's early checkpoints compress).
 #
-# usage: app_node_kill_test.sh BIN_DIR APP xor|rs SEED
+# usage: app_node_kill_test.sh BIN_DIR APP xor|rs SEED [none|lz4]
 set -uo pipefail
-bin=$1 app=$2 scheme=$3 seed=$4
-job="ak${app//[^a-z0-9]/}${scheme}${seed}x$$"
+bin=$1 app=$2 scheme=$3 seed=$4 compress=${5:-none}
+job="ak${app//[^a-z0-9]/}${scheme}${seed}${compress}x$$"
 out=$(mktemp)
 cleanup() {
   for j in "$job" "${job}ref"; do
@@ -36,13 +40,33 @@ ref=$(DLCKPT_JOB="${job}ref" timeout -k 5 120 mpiexec -launcher fork -n 4 "$bin/
 rm -f /dev/shm/dlckpt."${job}ref".*
 [ -n "$ref" ] || fail "the failure-free run printed no checksum"
 echo "killing $victims at $at"
+keep=()
+[ "$compress" = none ] || keep=(--keep --compress "$compress")
 timeout -k 5 240 "$bin/dlckpt-run" --job "$job" "${layout[@]}" --kill-node "$victims" --at "$at" \
-  -- "$bin/$app-dlckpt" "${args[@]}" >"$out" 2>&1
+  "${keep[@]}" -- "$bin/$app-dlckpt" "${args[@]}" >"$out" 2>&1
 rc=$?
 [ "$rc" = 0 ] || fail "dlckpt-run exited $rc"
 got=$(sed -n 's/^checksum: //p' "$out")
 [ "$got" = "$ref" ] || fail "checksum '$got' differs from the failure-free run's '$ref'"
 grep -q "killing node" "$out" || fail "no node was killed (the run ended before $at)"
+if [ "$compress" != none ]; then
+  bytes=0 blocks=0 stores=0
+  for s in /dev/shm/dlckpt."$job".*.r*; do
+    [ -e "$s" ] || continue
+    name=/${s#/dev/shm/}
+    st=$("$bin/dlckpt-store" stat "$name") || fail "dlckpt-store stat $name"
+    grep -q "^compression: $compress" <<<"$st" || fail "$name is not a $compress store"
+    "$bin/dlckpt-store" verify "$name" >/dev/null || fail "$name does not verify"
+    bs=$(sed -n 's/^block_size: //p' <<<"$st")
+    bytes=$(( bytes + $(sed -n 's/^epoch_file_bytes: //p' <<<"$st") ))
+    blocks=$(( blocks + $(sed -n 's/^epoch_blocks: //p' <<<"$st") * bs ))
+    stores=$(( stores + 1 ))
+  done
+  [ "$stores" = 4 ] || fail "$stores stores at the end, not 4"
+  echo "stores hold $blocks bytes of blocks for $bytes bytes of files"
+  if [ "$app" = heat2d ] && [ "$blocks" -ge "$bytes" ]; then fail "nothing was compressed"; fi
+  rm -f /dev/shm/dlckpt."$job".*
+fi
 if ls /dev/shm | grep -q "^dlckpt\.$job\."; then fail "shared memory objects left behind"; fi
 grep -E "^dlckpt-run: +(recovery|node killed)|^METRIC" "$out"
 echo "app_node_kill_test $app $scheme seed $seed: ok (checksum $ref)"

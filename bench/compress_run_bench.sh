@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
-# sppm-mini's checkpoints across a run, with and without LZ4 compression of the
-# memfs stores: memory per checkpoint byte (the blocks each committed epoch
+# An app's checkpoints across a run (sppm-mini by default), with and without
+# LZ4 compression of the memfs stores: memory per checkpoint byte (the blocks each committed epoch
 # fills, read from the stores with dlckpt-store stat while the run goes on),
 # the encode time of every epoch (codec events) and the checkpoint time the
 # application sees (write + commit + encode + acknowledge, its "checkpoint:
 # ... complete (..., X s)" lines). Both runs: dlckpt-run, 4 virtual data nodes
 # of 1 rank, 1 spare (XOR), 64 KiB blocks, 1 MiB chunks, threshold 0.875.
 #
-# usage: compress_run_bench.sh [--bin DIR] [--n CELLS] [--iters N] [--sleep-ms MS]
+# usage: compress_run_bench.sh [--bin DIR] [--app sppm-mini|sweep3d-mini|heat2d]
+#          [--app-args "ARGS"] [--iters N] [--sleep-ms MS]
+# --app-args: the app's size options (default sppm-mini "--n 40", sweep3d-mini
+# "--nx 16 --ny 16 --nz 64", heat2d "--nx 362 --ny 362"); every app checkpoints
+# every iteration (heat2d every 10 Jacobi iterations; --iters counts checkpoints).
 # Ends with METRIC lines (targets justified in bench/README.md).
 set -uo pipefail
-bin=build/bin n=40 iters=24 sleep=500
+bin=build/bin app=sppm-mini app_args= iters=24 sleep=500
 while [ $# -gt 0 ]; do
   case $1 in
     --bin) bin=$2; shift 2 ;;
-    --n) n=$2; shift 2 ;;
+    --app) app=$2; shift 2 ;;
+    --app-args) app_args=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --sleep-ms) sleep=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "compress_run_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-for t in dlckpt-run dlckpt-codec dlckpt-store sppm-mini-dlckpt; do
+case $app in
+  sppm-mini) : "${app_args:=--n 40}"; every=1 ;;
+  sweep3d-mini) : "${app_args:=--nx 16 --ny 16 --nz 64}"; every=1 ;;
+  heat2d) : "${app_args:=--nx 362 --ny 362}"; every=10 ;;
+  *) echo "compress_run_bench.sh: unknown app $app" >&2; exit 2 ;;
+esac
+for t in dlckpt-run dlckpt-codec dlckpt-store "$app-dlckpt"; do
   [ -x "$bin/$t" ] || { echo "compress_run_bench.sh: $bin/$t missing (build it)" >&2; exit 2; }
 done
 tmp=$(mktemp -d)
@@ -57,9 +68,10 @@ run() {
   jobs_started+=("$job")
   poll "$job" "$tmp/$mode.poll" &
   poller=$!
+  # shellcheck disable=SC2086
   timeout -k 5 900 "$bin/dlckpt-run" --job "$job" --nodes 4 --spares 1 --scheme xor --keep \
-    --compress "$mode" -- "$bin/sppm-mini-dlckpt" --n "$n" --iters "$iters" --ckpt-every 1 \
-    --sleep-ms "$sleep" >"$tmp/$mode.log" 2>&1
+    --compress "$mode" -- "$bin/$app-dlckpt" $app_args --iters $(( iters * every )) \
+    --ckpt-every "$every" --sleep-ms "$(( sleep / every ))" >"$tmp/$mode.log" 2>&1
   local rc=$?
   kill "$poller" 2>/dev/null; wait "$poller" 2>/dev/null; poller=
   cp "/tmp/dlckpt-run.$job/events" "$tmp/$mode.events" 2>/dev/null
@@ -69,7 +81,7 @@ run() {
   rm -f /dev/shm/dlckpt."$job".*; rm -rf "/tmp/dlckpt-run.$job"
 }
 
-echo "sppm-mini --n $n (checkpoint $(( n * n * n * 40 + 120 )) bytes per rank), $iters iterations, 4 ranks"
+echo "$app $app_args, $iters checkpoints, 4 ranks"
 run none
 run lz4
 
@@ -96,6 +108,6 @@ awk '
   END {
     printf "memory per checkpoint byte, mean over epochs: none %.3f, lz4 %.3f (first %s, last %s, max %.3f)\n", nm / nn, lm / ln, first, last, lmax
     printf "encode seconds, sum: none %.3f, lz4 %.3f; checkpoint seconds, sum: none %.3f, lz4 %.3f\n", ne, le, nc, lc
-    printf "METRIC lz4_sppm_memory_ratio %.3f x target <= 1.0\n", (lm / ln) / (nm / nn)
-    printf "METRIC lz4_sppm_checkpoint_time_ratio %.3f x target <= 1.1\n", lc / nc
-  }' "$tmp/none.sum" "$tmp/lz4.sum"
+    printf "METRIC lz4_%s_memory_ratio %.3f x target <= 1.0\n", app, (lm / ln) / (nm / nn)
+    printf "METRIC lz4_%s_checkpoint_time_ratio %.3f x target <= 1.1\n", app, lc / nc
+  }' app="${app//-mini/}" "$tmp/none.sum" "$tmp/lz4.sum"

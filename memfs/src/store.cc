@@ -479,6 +479,7 @@ class Store::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     DLCKPT_ASSIGN_OR_RETURN(Handle * h, GetHandle(fd));
     if (!Writable(h->flags)) return Status::Error(EBADF, Where(fd) + ": not open for writing");
+    if (len == 0) return size_t{0};  // as on Linux, even O_APPEND leaves the offset alone
     // As on Linux, O_APPEND writes at the end even through pwrite.
     uint64_t off = (h->flags & O_APPEND) ? h->node->size : (at ? *at : h->offset);
     DLCKPT_ASSIGN_OR_RETURN(size_t n,

@@ -411,10 +411,12 @@ class Differential {
 class StoreDifferentialTest : public ::testing::TestWithParam<Compression> {};
 
 TEST_P(StoreDifferentialTest, RandomOperationsMatchDisk) {
-  int seeds = 24;
+  // DLCKPT_DIFF_SEEDS=N runs seeds 1..N; DLCKPT_DIFF_SEED=S only seed S.
+  int first = 1, seeds = 24;
   if (const char* env = std::getenv("DLCKPT_DIFF_SEEDS")) seeds = std::atoi(env);
+  if (const char* env = std::getenv("DLCKPT_DIFF_SEED")) first = seeds = std::atoi(env);
   int total = 0;
-  for (int seed = 1; seed <= seeds && !HasFatalFailure(); ++seed) {
+  for (int seed = first; seed <= seeds && !HasFatalFailure(); ++seed) {
     Differential d(static_cast<uint32_t>(seed), GetParam());
     d.Run(2500);
     total += d.compressed_files();

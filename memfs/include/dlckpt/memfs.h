@@ -29,23 +29,31 @@
 // a write that fills a whole chunk compresses it straight from the caller's
 // buffer; a chunk filled piece by piece is compressed when a write reaches
 // its end; whatever remains (a file's last partial chunk, chunks changed in
-// place) at Commit(). Before compressing a chunk in full, three 16 KiB samples
-// are compressed; if they do not shrink below (1 + threshold) / 2, the chunk
-// stays raw at the price of 5% of a full attempt. A write into a compressed
-// chunk first decompresses it into raw blocks (the committed copy, if any,
-// stays untouched); it is compressed again when a write reaches its end or at
-// the next Commit(). With r the stored/raw ratio of a checkpoint of S bytes
-// (r counts whole blocks), the "rewrite every checkpoint" pattern costs:
-//   after Acknowledge:            r*S
-//   while the next one is written: r*S + r*S' + one raw chunk per file being
-//                                  written piece by piece (S' written so far)
-//   pending (commit to ack):       2*r*S, 3*r*S if writes continue meanwhile
-// Reads of a compressed chunk decompress it into a one-chunk cache (about
-// 4 GB/s); the encoding view carries the chunks as stored, so parity is
-// computed over r*S bytes. Logical file sizes may then exceed `capacity`
-// (up to blocks * chunk_size). ENOSPC can come from operations that need no
-// new blocks in an uncompressed store: a write or truncate inside a
-// compressed chunk needs the chunk's raw blocks.
+// place) at Commit(). Before compressing a chunk of 128 KiB or more in full,
+// three 16 KiB samples are compressed; if they do not shrink below
+// (1 + threshold) / 2 of their size the chunk stays raw, for about 5% of the
+// cost of a full attempt. A write into a compressed chunk first decompresses
+// it into raw blocks (the committed copy, if any, stays untouched); it is
+// compressed again when a write reaches its end or at the next Commit(). CRCs
+// are over the uncompressed bytes: one per chunk, taken when the chunk is
+// judged, combined into the file's; Verify() and a rebuild decompress and
+// recompute both.
+//
+// Memory with compression. With r the stored/raw ratio of a checkpoint of S
+// bytes (in whole blocks: at best 1 / blocks-per-chunk), the "rewrite every
+// checkpoint" pattern costs
+//   after Acknowledge:             r*S
+//   while the next one is written: r*S + r*S' (S' written so far) + one raw
+//                                  chunk per file written in pieces smaller
+//                                  than a chunk
+//   from Commit to Acknowledge:    2*r*S (3*r*S if writes continue meanwhile)
+// instead of S, 2*S and 2*S (3*S). The encoding view carries the chunks as
+// stored, so parity, its double buffers on the spares and the encode traffic
+// are r*S too. Reads of a compressed chunk decompress it into a one-chunk
+// cache. Logical file sizes may exceed `capacity` (up to blocks * chunk_size).
+// ENOSPC can come from operations that need no new block in an uncompressed
+// store: a write or truncate inside a compressed chunk needs the chunk's raw
+// blocks.
 // Processes. One *owner* process (the rank, FUSE daemon, or a restarted rank)
 // writes a store; it holds an advisory lock the kernel drops when it dies.
 // Any number of read-only attachers (the codec, dlckpt-store) read committed

@@ -254,8 +254,8 @@ class Store final {
 // ignored. The new store has the image's geometry and compression settings,
 // and stores every chunk as the image does (no recompression). Finish()
 // checks every CRC over the uncompressed bytes and the header, and leaves a
-// store whose acknowledged epoch is the image's epoch. If the builder is destroyed before
-// Finish() succeeded, the half-built store is removed.
+// store whose acknowledged epoch is the image's epoch. If the builder is
+// destroyed before Finish() succeeded, the half-built store is removed.
 class ImageBuilder final {
  public:
   // `name`: the new store's shared memory name; `node`: its node. The job,

@@ -177,6 +177,23 @@ TEST_P(StoreTest, EmptyAppendWriteKeepsTheOffset) {
   ASSERT_TRUE(s->Close(*fd).ok());
 }
 
+// Regression: Rollback dropped the descriptors of an unlinked file without
+// releasing its blocks.
+TEST_P(StoreTest, RollbackReleasesUnlinkedOpenFiles) {
+  auto s = Make();
+  WriteFile(*s, "/keep", Pattern(5000, 1));
+  ASSERT_EQ(*s->Commit(), 1u);
+  ASSERT_TRUE(s->Acknowledge(1).ok());
+  WriteFile(*s, "/tmp", Pattern(50000, 2));
+  auto a = s->Open("/tmp", O_RDONLY);
+  auto b = s->Open("/tmp", O_RDONLY);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(s->Unlink("/tmp").ok());
+  ASSERT_TRUE(s->Rollback().ok());
+  EXPECT_EQ(s->stats().blocks_free, s->stats().blocks_total - 2);  // /keep's 5000 bytes
+  EXPECT_EQ(s->Close(*a).code(), EBADF);
+}
+
 TEST_P(StoreTest, ErrorsAreErrnoValued) {
   auto s = Make(1 << 20, 4096, 4, 3);
   EXPECT_EQ(s->Open("/missing", O_RDONLY).status().code(), ENOENT);

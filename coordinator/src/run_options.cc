@@ -24,6 +24,8 @@ layout:
   --spares-per-group K    parity nodes per group (default 1 for xor, 2 for rs)
   --scheme xor|rs         erasure code (default xor when K = 1, else rs)
   --capacity SIZE         memfs store capacity per rank (default 256M)
+  --compress none|lz4     compress the stores' checkpoint data with LZ4 (sets
+                          DLCKPT_COMPRESS for the ranks; see memfs.h)
   --hosts H1,H2,...       use these hosts (first N data, then spares) instead of
                           virtual nodes; node identity is the host name; ranks
                           are placed with mpiexec -hosts H:COUNT,...; --run-dir
@@ -218,6 +220,9 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       o.scheme = v;
     } else if (a == "--capacity") {
       DLCKPT_ASSIGN_OR_RETURN(o.capacity, ParseSize(v));
+    } else if (a == "--compress") {
+      if (v != "none" && v != "lz4") return Status::InvalidArgument("--compress: want none or lz4, not '" + v + "'");
+      o.compress = v;
     } else if (a == "--hosts") {
       o.hosts = Split(v, ',');
     } else if (a == "--launcher-exec") {

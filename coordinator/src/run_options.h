@@ -38,6 +38,7 @@ struct Options {
   std::string job;
   std::string run_dir;
   uint64_t capacity = 256ull << 20;
+  std::string compress;  // "" (the environment decides), "none" or "lz4": DLCKPT_COMPRESS of the ranks
   std::vector<std::string> hosts;  // real or virtual hosts instead of virtual nodes
   std::string node_prefix = "vn";
   std::string launcher_exec;

@@ -284,6 +284,7 @@ Status Supervisor::LaunchApp() {
   argv.insert(argv.end(), {"-genv", "DLCKPT_JOB", o_.job, "-genv", "DLCKPT_RENDEZVOUS", rendezvous_,
                            "-genv", "DLCKPT_EVENTS", events_path_, "-genv",
                            "DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)});
+  if (!o_.compress.empty()) argv.insert(argv.end(), {"-genv", "DLCKPT_COMPRESS", o_.compress});
   if (!o_.hosts.empty()) {
     std::vector<std::string> by_rank;
     for (const auto& [r, node] : placement_) by_rank.push_back(node);

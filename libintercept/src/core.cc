@@ -241,6 +241,25 @@ Result<Resolved> ResolveConfig() {
   if (block > UINT32_MAX) return Status::InvalidArgument("block size too large");
   r.options.capacity = capacity;
   r.options.block_size = static_cast<uint32_t>(block);
+  // Compression of the store's data (memfs.h, "Compression").
+  auto compression = memfs::ParseCompression(EnvOr("DLCKPT_COMPRESS", "none"));
+  if (!compression.ok()) return compression.status().Prefixed("DLCKPT_COMPRESS");
+  r.options.compression = *compression;
+  std::string threshold = EnvOr("DLCKPT_COMPRESS_THRESHOLD", "");
+  if (!threshold.empty()) {
+    char* end = nullptr;
+    r.options.compress_threshold = std::strtod(threshold.c_str(), &end);
+    if (*end != '\0') {
+      return Status::InvalidArgument("DLCKPT_COMPRESS_THRESHOLD: '" + threshold + "' is not a number");
+    }
+  }
+  std::string chunk = EnvOr("DLCKPT_COMPRESS_CHUNK", "");
+  if (!chunk.empty()) {
+    auto parsed = ParseSize(chunk);
+    if (!parsed.ok()) return parsed.status().Prefixed("DLCKPT_COMPRESS_CHUNK");
+    if (*parsed > UINT32_MAX) return Status::InvalidArgument("DLCKPT_COMPRESS_CHUNK: too large");
+    r.options.chunk_size = static_cast<uint32_t>(*parsed);
+  }
   std::string explicit_name = c.store_name.empty() ? EnvOr("DLCKPT_STORE", "") : c.store_name;
   if (!explicit_name.empty()) {
     r.name = explicit_name[0] == '/' ? explicit_name : "/" + explicit_name;

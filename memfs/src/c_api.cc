@@ -90,6 +90,9 @@ void dlckpt_store_options_init(dlckpt_store_options_t* o) {
   o->job = nullptr;
   o->node = nullptr;
   o->rank = 0;
+  o->compression = DLCKPT_COMPRESS_NONE;
+  o->compress_threshold = d.compress_threshold;
+  o->chunk_size = d.chunk_size;
 }
 
 int dlckpt_store_name(const char* job, const char* node, int rank, char* buf, size_t len) {
@@ -119,6 +122,15 @@ dlckpt_store_t* dlckpt_store_create(const char* name, const dlckpt_store_options
           o.job = options->job ? options->job : "";
           o.node = options->node ? options->node : "";
           o.rank = options->rank;
+          if (options->compression != DLCKPT_COMPRESS_NONE &&
+              options->compression != DLCKPT_COMPRESS_LZ4) {
+            SetErrno(Status::InvalidArgument("store " + std::string(name) + ": unknown compression " +
+                                             std::to_string(options->compression)));
+            return nullptr;
+          }
+          o.compression = static_cast<dlckpt::memfs::Compression>(options->compression);
+          o.compress_threshold = options->compress_threshold;
+          o.chunk_size = options->chunk_size;
         }
         auto r = Store::Create(name, o);
         if (!r.ok()) {

@@ -1,21 +1,33 @@
-// memfs/src/layout.h — the bytes of a store in shared memory (format 1).
+// memfs/src/layout.h — the bytes of a store in shared memory (format 2).
 //
 //   [0, 4096)          StoreHeader: immutable Geometry + two StateRecords
 //   [slot_offset, ..)  3 version slots of slot_size bytes each
 //   [data_offset, ..)  nblocks data blocks of block_size bytes
 //
 // A version slot holds one version of the file set:
-//   ImageHeader | FileEntry[nfiles] | ... | BlockListHeader | uint32 blocks[]
-// The first meta_bytes (ImageHeader + entries) are the start of the version's
-// image (see memfs.h): placement-independent and node-independent. The block
-// list (at a fixed offset after room for max_files entries) is store-private:
-// the blocks of every file in entry order, ceil(size / block_size) each.
+//   ImageHeader | FileEntry[nfiles] | ... | ChunkEntry[nchunks] | ... |
+//   BlockListHeader | uint32 blocks[]
+// ImageHeader and the entries, then the chunk table (compressed stores only,
+// at a fixed offset after room for max_files entries), are the start of the
+// version's image (see memfs.h): placement-independent and node-independent.
+// The block list (at a fixed offset after room for max_files entries and, in
+// compressed stores, nblocks chunk entries) is store-private: the blocks of
+// every file in entry order.
+//
+// Uncompressed stores: a file's bytes are in ceil(size / block_size) blocks.
+// Compressed stores (Geometry.compression != 0): a file is cut into chunks of
+// chunk_size bytes (the last one shorter); chunk i has one ChunkEntry. A
+// chunk stored raw (stored == its length) fills ceil(length / block_size)
+// blocks; a chunk stored as one LZ4 block (stored < its length, and always in
+// fewer blocks than raw) fills ceil(stored / block_size) blocks. The block
+// list holds, per chunk in order, only the blocks the chunk fills.
 //
 // Only the owner writes. It never writes a slot or block referenced by the
 // published state, and publishes a new state by writing the older of the two
 // StateRecords (seq + 1, CRC last); readers take the valid record with the
 // higher seq and re-check after reading. All integers are native x86-64
-// little-endian; the magics reject other layouts.
+// little-endian; the magics reject other layouts, the format version other
+// formats.
 #ifndef DLCKPT_MEMFS_LAYOUT_H_
 #define DLCKPT_MEMFS_LAYOUT_H_
 
@@ -26,12 +38,16 @@ namespace dlckpt::memfs::layout {
 
 inline constexpr char kStoreMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', 'S', '1'};
 inline constexpr char kImageMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', 'I', '1'};
-inline constexpr uint32_t kFormatVersion = 1;
+// 1: no compression fields, no chunk table. 2: this layout.
+inline constexpr uint32_t kFormatVersion = 2;
 inline constexpr size_t kHeaderBytes = 4096;
 inline constexpr size_t kStateOffset = 1024;
 inline constexpr int kNumSlots = 3;
 inline constexpr uint64_t kNoSlot = ~0ull;
 inline constexpr size_t kIdentityBytes = 64;
+
+inline constexpr uint32_t kCompressNone = 0;
+inline constexpr uint32_t kCompressLz4 = 1;
 
 struct Geometry {
   char magic[8];
@@ -50,10 +66,13 @@ struct Geometry {
   int32_t rank;
   uint32_t nslots;
   int64_t created_ns;
-  uint32_t reserved;
+  uint32_t compression;         // kCompressNone or kCompressLz4
+  uint32_t chunk_size;          // compressed stores: bytes per chunk; else 0
+  uint32_t threshold_permille;  // compressed stores: see StoreOptions; else 0
+  uint32_t reserved[2];
   uint32_t crc;  // CRC32C of this struct with crc = 0
 };
-static_assert(sizeof(Geometry) == 224);
+static_assert(sizeof(Geometry) == 240);
 
 struct StateRecord {
   uint64_t seq;
@@ -73,8 +92,8 @@ struct ImageHeader {
   uint32_t format_version;
   uint32_t nfiles;
   uint64_t epoch;       // 0 in a working slot
-  uint64_t meta_bytes;  // sizeof(ImageHeader) + nfiles * sizeof(FileEntry)
-  uint64_t data_bytes;  // sum of the files' sizes
+  uint64_t meta_bytes;  // sizeof(ImageHeader) + nfiles * sizeof(FileEntry) + nchunks * sizeof(ChunkEntry)
+  uint64_t data_bytes;  // bytes of file data in the image: sum of sizes, or of chunks' stored bytes
   uint64_t capacity;
   uint32_t block_size;
   uint32_t max_files;
@@ -82,7 +101,13 @@ struct ImageHeader {
   int32_t rank;
   uint32_t entries_crc;  // CRC32C of the nfiles entries
   int64_t commit_ns;
-  uint8_t reserved[76];
+  uint64_t nchunks;        // chunk entries (compressed stores), else 0
+  uint64_t logical_bytes;  // sum of the files' sizes
+  uint32_t compression;    // as Geometry
+  uint32_t chunk_size;
+  uint32_t threshold_permille;
+  uint32_t chunks_crc;  // CRC32C of the nchunks chunk entries
+  uint8_t reserved[44];
   uint32_t header_crc;  // CRC32C of this struct with header_crc = 0
 };
 static_assert(sizeof(ImageHeader) == 216);
@@ -93,10 +118,16 @@ struct FileEntry {
   uint64_t ino;
   int64_t mtime_ns;
   uint32_t mode;
-  uint32_t crc32c;  // of the file's bytes; 0 in a working slot
+  uint32_t crc32c;  // of the file's (uncompressed) bytes; 0 in a working slot
   uint8_t reserved[32];
 };
 static_assert(sizeof(FileEntry) == 320);
+
+struct ChunkEntry {
+  uint32_t stored;  // bytes in the image: the chunk's length if raw, else its LZ4 block's
+  uint32_t crc32c;  // of the chunk's uncompressed bytes; 0 in a working slot
+};
+static_assert(sizeof(ChunkEntry) == 8);
 
 struct BlockListHeader {
   uint64_t count;
@@ -107,12 +138,19 @@ static_assert(sizeof(BlockListHeader) == 16);
 
 inline uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-inline uint64_t BlockListOffset(uint32_t max_files) {
+inline uint64_t ChunkTableOffset(uint32_t max_files) {
   return sizeof(ImageHeader) + uint64_t{max_files} * sizeof(FileEntry);
 }
 
-inline uint64_t SlotSize(uint32_t max_files, uint64_t nblocks) {
-  return AlignUp(BlockListOffset(max_files) + sizeof(BlockListHeader) + nblocks * 4, 4096);
+// Every chunk of a version fills at least one block, so nblocks entries suffice.
+inline uint64_t BlockListOffset(uint32_t max_files, uint64_t nblocks, bool compressed) {
+  return ChunkTableOffset(max_files) + (compressed ? nblocks * sizeof(ChunkEntry) : 0);
+}
+
+inline uint64_t SlotSize(uint32_t max_files, uint64_t nblocks, bool compressed) {
+  return AlignUp(BlockListOffset(max_files, nblocks, compressed) + sizeof(BlockListHeader) +
+                     nblocks * 4,
+                 4096);
 }
 
 }  // namespace dlckpt::memfs::layout

@@ -5,12 +5,22 @@
 // working). Committed versions live in slots in shared memory and are never
 // written again while referenced by the published state. Lock order: a Store
 // has one mutex, mu_, held by every public method; nothing else is locked.
+//
+// Compressed stores: a Node also has one Chunk per chunk_size bytes, and its
+// block list keeps one entry per block_size bytes of the file, so block i
+// still holds bytes [i * bs, (i + 1) * bs) of a raw chunk; a compressed chunk
+// has its LZ4 block in its first ceil(stored / bs) entries and kNoBlock in
+// the rest. Chunk streams are never modified in place: compressing,
+// decompressing (Expand) and copy-on-write give a chunk fresh blocks.
 #include <fcntl.h>
+#include <lz4.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -30,6 +40,23 @@ constexpr uint8_t kRefAcked = 1;
 constexpr uint8_t kRefPending = 2;
 constexpr uint8_t kRefWorking = 4;
 constexpr uint8_t kRefFrozen = kRefAcked | kRefPending;
+constexpr uint32_t kNoBlock = ~0u;  // an entry past the LZ4 block of a compressed chunk
+
+constexpr uint64_t kMaxChunkSize = uint64_t{64} << 20;
+constexpr uint64_t kDefaultChunkBlocks = 16;
+// Incompressibility probe: three samples of kProbeBytes, for chunks of at
+// least kProbeMinChunk bytes.
+constexpr uint64_t kProbeBytes = 16 << 10;
+constexpr uint64_t kProbeMinChunk = 8 * kProbeBytes;
+
+// One chunk of a file in a compressed store.
+struct Chunk {
+  uint32_t stored = 0;      // compressed: bytes of its LZ4 block; raw: 0
+  uint32_t crc = 0;         // CRC32C of its uncompressed bytes, if crc_valid
+  bool compressed = false;
+  bool crc_valid = false;
+  bool decided = false;     // raw: compression judged since its last change
+};
 
 struct Node {
   std::string path;
@@ -37,7 +64,8 @@ struct Node {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint64_t ino = 0;
-  std::vector<uint32_t> blocks;  // ceil(size / block_size) entries
+  std::vector<uint32_t> blocks;  // ceil(size / block_size) entries (kNoBlock: see above)
+  std::vector<Chunk> chunks;     // compressed stores: ceil(size / chunk_size) entries
   uint32_t crc = 0;
   bool crc_valid = false;
   int open_count = 0;
@@ -59,9 +87,41 @@ struct Version {
   const FileEntry* entries = nullptr;
   const uint32_t* blocks = nullptr;  // all files' blocks, in entry order
   uint64_t block_count = 0;
+  const ChunkEntry* chunks = nullptr;  // compressed stores: all files' chunks, in entry order
+};
+
+// What undoes a compressed-store write that must not half-happen (see
+// WriteCompressedLocked): the state of the chunk holding the old end of file.
+// Blocks that chunk gives up during the operation are kept (still referenced)
+// until the operation ends.
+struct Undo {
+  Node* node = nullptr;
+  uint64_t size = 0;      // the file's size before
+  uint64_t chunk = 0;     // size / chunk_size
+  bool has_chunk = false; // the size is not chunk-aligned: that chunk exists
+  Chunk saved;
+  std::vector<uint32_t> saved_blocks;
+  std::vector<uint32_t> kept;
 };
 
 uint64_t BlocksFor(uint64_t size, uint64_t bs) { return (size + bs - 1) / bs; }
+bool PowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// "" if the compression fields of a geometry or image header are consistent.
+std::string CheckCompression(uint32_t compression, uint32_t chunk_size, uint32_t permille,
+                             uint32_t block_size) {
+  if (compression == kCompressNone) {
+    if (chunk_size != 0 || permille != 0) return "compression fields set without compression";
+    return "";
+  }
+  if (compression != kCompressLz4) return "unknown compression " + std::to_string(compression);
+  if (!PowerOfTwo(chunk_size) || chunk_size < 2ull * block_size || chunk_size > kMaxChunkSize) {
+    return "chunk size " + std::to_string(chunk_size) +
+           " is not a power of two in [2 blocks, 64 MiB]";
+  }
+  if (permille == 0 || permille > 1000) return "compression threshold out of (0, 1]";
+  return "";
+}
 bool Readable(int flags) { return (flags & O_ACCMODE) != O_WRONLY; }
 bool Writable(int flags) { return (flags & O_ACCMODE) != O_RDONLY; }
 
@@ -111,6 +171,59 @@ StateRecord LoadState(const StateRecord* src) {
 
 bool StateValid(const StateRecord& r) { return r.crc == StateCrc(r); }
 
+// Checks a version's (or image's) file and chunk tables against its header:
+// checksums, paths in order, modes, sizes, chunks, byte totals. Returns "" and
+// the number of blocks the version fills in *blocks, or what is wrong. The
+// header's own checksum and fields are the caller's to check.
+std::string CheckTables(const ImageHeader& h, const FileEntry* entries, const ChunkEntry* chunks,
+                        uint64_t* blocks) {
+  const bool compressed = h.compression != kCompressNone;
+  const uint64_t bs = h.block_size, cs = h.chunk_size, nblocks = h.capacity / bs;
+  if (h.meta_bytes != sizeof(ImageHeader) + uint64_t{h.nfiles} * sizeof(FileEntry) +
+                          h.nchunks * sizeof(ChunkEntry)) {
+    return "metadata size mismatch";
+  }
+  if (compressed ? h.nchunks > nblocks : h.nchunks != 0) return "bad chunk count";
+  if (h.entries_crc != Crc32c(entries, uint64_t{h.nfiles} * sizeof(FileEntry))) {
+    return "file table checksum mismatch";
+  }
+  if (h.chunks_crc != Crc32c(chunks, h.nchunks * sizeof(ChunkEntry))) {
+    return "chunk table checksum mismatch";
+  }
+  const uint64_t max_size = compressed ? nblocks * cs : h.capacity;
+  uint64_t logical = 0, data = 0, nb = 0, ci = 0;
+  for (uint32_t i = 0; i < h.nfiles; ++i) {
+    const FileEntry& e = entries[i];
+    size_t len = strnlen(e.path, sizeof e.path);
+    if (len == 0 || len > kMaxPath) return "bad path in entry " + std::to_string(i);
+    if (i > 0 && std::strcmp(entries[i - 1].path, e.path) >= 0) return "entries unsorted";
+    if (!S_ISREG(e.mode) && !(S_ISDIR(e.mode) && e.size == 0)) {
+      return std::string(e.path) + ": bad mode";
+    }
+    if (e.size > max_size) return std::string(e.path) + ": size beyond capacity";
+    logical += e.size;
+    if (!compressed) {
+      data += e.size;
+      nb += BlocksFor(e.size, bs);
+      continue;
+    }
+    for (uint64_t off = 0; off < e.size; off += cs, ++ci) {
+      if (ci >= h.nchunks) return "chunk table too short";
+      uint64_t clen = std::min(cs, e.size - off), stored = chunks[ci].stored;
+      if (stored > clen || stored == 0 ||
+          (stored < clen && BlocksFor(stored, bs) >= BlocksFor(clen, bs))) {
+        return std::string(e.path) + ": bad chunk at offset " + std::to_string(off);
+      }
+      data += stored;
+      nb += BlocksFor(stored, bs);
+    }
+  }
+  if (ci != h.nchunks) return "chunk count mismatch";
+  if (logical != h.logical_bytes || data != h.data_bytes) return "sizes do not add up";
+  *blocks = nb;
+  return "";
+}
+
 }  // namespace
 
 Result<std::string> StoreName(std::string_view job, std::string_view node, int rank) {
@@ -127,6 +240,16 @@ Result<std::string> StoreName(std::string_view job, std::string_view node, int r
 }
 
 std::string JobPrefix(std::string_view job) { return "/dlckpt." + std::string(job) + "."; }
+
+Result<Compression> ParseCompression(std::string_view text) {
+  std::string t(text);
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (t == "none" || t == "off" || t == "0") return Compression::kNone;
+  if (t == "lz4") return Compression::kLz4;
+  return Status::InvalidArgument("unknown compression '" + std::string(text) + "' (want none or lz4)");
+}
+
+const char* CompressionName(Compression c) { return c == Compression::kLz4 ? "lz4" : "none"; }
 
 class Store::Impl {
  public:
@@ -167,6 +290,24 @@ class Store::Impl {
     if (!o.node.empty() && !ValidNodeName(o.node)) {
       return Status::InvalidArgument("store " + name + ": invalid node name '" + o.node + "'");
     }
+    uint32_t compression = kCompressNone, chunk = 0, permille = 0;
+    if (o.compression == Compression::kLz4) {
+      if (!(o.compress_threshold > 0 && o.compress_threshold <= 1)) {
+        return Status::InvalidArgument("store " + name + ": compression threshold " +
+                                       std::to_string(o.compress_threshold) +
+                                       " is not in (0, 1]");
+      }
+      compression = kCompressLz4;
+      chunk = o.chunk_size != 0
+                  ? o.chunk_size
+                  : static_cast<uint32_t>(std::min(kDefaultChunkBlocks * o.block_size, kMaxChunkSize));
+      permille = static_cast<uint32_t>(std::lround(o.compress_threshold * 1000));
+      permille = std::clamp<uint32_t>(permille, 1, 1000);
+      std::string why = CheckCompression(compression, chunk, permille, o.block_size);
+      if (!why.empty()) return Status::InvalidArgument("store " + name + ": " + why);
+    } else if (o.compression != Compression::kNone) {
+      return Status::InvalidArgument("store " + name + ": unknown compression");
+    }
     Geometry g{};
     std::memcpy(g.magic, kStoreMagic, sizeof g.magic);
     g.format_version = kFormatVersion;
@@ -176,7 +317,10 @@ class Store::Impl {
     g.nblocks = nblocks;
     g.capacity = nblocks * o.block_size;
     g.slot_offset = kHeaderBytes;
-    g.slot_size = SlotSize(o.max_files, nblocks);
+    g.compression = compression;
+    g.chunk_size = chunk;
+    g.threshold_permille = permille;
+    g.slot_size = SlotSize(o.max_files, nblocks, compression != kCompressNone);
     g.data_offset = AlignUp(g.slot_offset + kNumSlots * g.slot_size, 4096);
     g.shm_size = g.data_offset + g.capacity;
     g.nslots = kNumSlots;
@@ -194,9 +338,8 @@ class Store::Impl {
     }
     std::memcpy(shm->data(), &g, sizeof g);
     auto impl = std::make_unique<Impl>(env, std::move(shm), true);
-    impl->geo_ = g;
+    impl->SetGeometry(g);
     impl->max_open_ = o.max_open;
-    impl->data_ = impl->base_ + g.data_offset;
     impl->refs_.assign(nblocks, 0);
     impl->free_blocks_ = nblocks;
     StateRecord s{};
@@ -238,7 +381,11 @@ class Store::Impl {
     st.block_size = geo_.block_size;
     st.blocks_total = geo_.nblocks;
     st.blocks_free = owner_ ? free_blocks_ : 0;
+    st.blocks_used = owner_ ? geo_.nblocks - free_blocks_ : PublishedBlocksLocked();
     st.max_files = geo_.max_files;
+    st.compression = compressed_ ? Compression::kLz4 : Compression::kNone;
+    st.chunk_size = geo_.chunk_size;
+    st.compress_threshold = geo_.threshold_permille / 1000.0;
     st.job = IdentityString(geo_.job);
     st.node = IdentityString(geo_.node);
     st.rank = geo_.rank;
@@ -323,7 +470,7 @@ class Store::Impl {
     if (!Readable(h->flags)) return Status::Error(EBADF, Where(fd) + ": not open for reading");
     if (S_ISDIR(h->node->mode)) return Status::Error(EISDIR, Where(fd) + ": is a directory");
     uint64_t off = at ? *at : h->offset;
-    size_t n = ReadAtLocked(*h->node, static_cast<uint8_t*>(buf), len, off);
+    DLCKPT_ASSIGN_OR_RETURN(size_t n, ReadAtLocked(*h->node, static_cast<uint8_t*>(buf), len, off));
     if (!at) h->offset = off + n;
     return n;
   }
@@ -332,6 +479,7 @@ class Store::Impl {
     std::lock_guard<std::mutex> lock(mu_);
     DLCKPT_ASSIGN_OR_RETURN(Handle * h, GetHandle(fd));
     if (!Writable(h->flags)) return Status::Error(EBADF, Where(fd) + ": not open for writing");
+    if (len == 0) return size_t{0};  // as on Linux, even O_APPEND leaves the offset alone
     // As on Linux, O_APPEND writes at the end even through pwrite.
     uint64_t off = (h->flags & O_APPEND) ? h->node->size : (at ? *at : h->offset);
     DLCKPT_ASSIGN_OR_RETURN(size_t n,
@@ -533,7 +681,7 @@ class Store::Impl {
     }
     for (auto& [path, node] : files_) {
       if (!node->crc_valid) {
-        node->crc = NodeCrcLocked(*node);
+        DLCKPT_ASSIGN_OR_RETURN(node->crc, NodeCrcLocked(*node));
         node->crc_valid = true;
       }
     }
@@ -547,6 +695,7 @@ class Store::Impl {
     pending_blocks_.clear();
     for (auto& [path, node] : files_) {
       for (uint32_t b : node->blocks) {
+        if (b == kNoBlock) continue;
         refs_[b] |= kRefPending;
         pending_blocks_.push_back(b);
       }
@@ -592,25 +741,7 @@ class Store::Impl {
   Status Verify(uint64_t epoch) {
     std::lock_guard<std::mutex> lock(mu_);
     DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
-    uint64_t bi = 0;
-    for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
-      const FileEntry& e = v.entries[i];
-      uint64_t nb = BlocksFor(e.size, geo_.block_size);
-      uint32_t crc = 0;
-      uint64_t left = e.size;
-      for (uint64_t k = 0; k < nb; ++k) {
-        uint64_t n = std::min<uint64_t>(left, geo_.block_size);
-        crc = Crc32c(BlockPtr(v.blocks[bi + k]), n, crc);
-        left -= n;
-      }
-      bi += nb;
-      if (crc != e.crc32c) {
-        return Status::Corruption("store " + name() + " epoch " + std::to_string(epoch) + ": " +
-                                  e.path + ": checksum mismatch (stored " + Hex(e.crc32c) +
-                                  ", computed " + Hex(crc) + ")");
-      }
-    }
-    return Status::OK();
+    return VerifyVersionLocked(v);
   }
 
   Result<Image> GetImage(uint64_t epoch) {
@@ -618,14 +749,18 @@ class Store::Impl {
     DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
     Image img;
     img.epoch = epoch;
-    img.extents.push_back(Extent{reinterpret_cast<const uint8_t*>(v.hdr), v.hdr->meta_bytes});
+    const uint64_t head = sizeof(ImageHeader) + uint64_t{v.hdr->nfiles} * sizeof(FileEntry);
+    img.extents.push_back(Extent{reinterpret_cast<const uint8_t*>(v.hdr), head});
+    if (v.hdr->nchunks > 0) {
+      img.extents.push_back(Extent{reinterpret_cast<const uint8_t*>(v.chunks),
+                                   v.hdr->nchunks * sizeof(ChunkEntry)});
+    }
     img.size = v.hdr->meta_bytes;
-    uint64_t bi = 0;
-    for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
-      uint64_t left = v.entries[i].size;
-      while (left > 0) {
+    Status walked = ForEachPiece(v, [&](const Piece& pc) {
+      uint64_t left = pc.stored;
+      for (uint64_t k = 0; left > 0; ++k) {
         uint64_t n = std::min<uint64_t>(left, geo_.block_size);
-        const uint8_t* p = BlockPtr(v.blocks[bi++]);
+        const uint8_t* p = BlockPtr(pc.blocks[k]);
         Extent& last = img.extents.back();
         if (last.data + last.len == p) {
           last.len += n;
@@ -635,7 +770,9 @@ class Store::Impl {
         img.size += n;
         left -= n;
       }
-    }
+      return Status::OK();
+    });
+    DLCKPT_RETURN_IF_ERROR(walked);
     return img;
   }
 
@@ -658,15 +795,46 @@ class Store::Impl {
     files_.emplace(node->path, node);
     return Status::OK();
   }
+  // Uncompressed stores: appends raw file bytes.
   Result<size_t> AppendLocked(const std::string& path, const uint8_t* p, size_t n) {
     Node& node = *files_.at(path);
     return WriteAtLocked(node, p, n, node.size);
   }
+  // Compressed stores: appends bytes [at, at + n) of chunk `ci` of `path` as
+  // stored in an image (verbatim, no recompression). Chunks arrive in order;
+  // `at` 0 starts chunk ci, of `len` uncompressed bytes and `stored` bytes.
+  Status AppendStoredLocked(const std::string& path, uint64_t ci, uint64_t len,
+                            const ChunkEntry& ce, uint64_t at, const uint8_t* p, size_t n) {
+    Node& node = *files_.at(path);
+    const uint64_t bs = geo_.block_size, first = ci * cpb_;
+    if (at == 0) {
+      Chunk c;
+      c.compressed = ce.stored < len;
+      c.stored = c.compressed ? ce.stored : 0;
+      c.crc = ce.crc32c;
+      c.crc_valid = c.decided = true;
+      node.chunks.push_back(c);
+      node.blocks.resize(first + BlocksFor(len, bs), kNoBlock);
+      node.size = ci * geo_.chunk_size + len;
+    }
+    while (n > 0) {
+      uint64_t j = first + at / bs, bo = at % bs;
+      size_t piece = static_cast<size_t>(std::min<uint64_t>(bs - bo, n));
+      if (node.blocks[j] == kNoBlock) {
+        if (free_blocks_ == 0) return Status::NoSpace("rebuilt store " + name() + ": full");
+        node.blocks[j] = AllocBlockLocked();
+      }
+      std::memcpy(BlockPtr(node.blocks[j]) + bo, p, piece);
+      at += piece;
+      p += piece;
+      n -= piece;
+    }
+    return Status::OK();
+  }
   // Publishes the version with the given image metadata bytes as acknowledged.
-  Status PublishImageLocked(const uint8_t* meta, uint64_t meta_bytes, uint64_t epoch) {
+  Status PublishImageLocked(const uint8_t* meta, uint64_t epoch) {
     uint64_t slot = 0;
     WriteSlotLocked(slot, epoch, meta);
-    (void)meta_bytes;
     StateRecord s = state_;
     s.acked_epoch = epoch;
     s.acked_slot = slot;
@@ -676,13 +844,19 @@ class Store::Impl {
     for (auto& [path, node] : files_) {
       node->crc_valid = false;
       for (uint32_t b : node->blocks) {
+        if (b == kNoBlock) continue;
         refs_[b] |= kRefAcked;
         acked_blocks_.push_back(b);
       }
     }
     return Status::OK();
   }
-  uint32_t NodeCrc(const std::string& path) { return NodeCrcLocked(*files_.at(path)); }
+  // Verifies the published acknowledged version (every CRC, over the
+  // uncompressed bytes).
+  Status VerifyAckedLocked() {
+    DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(state_.acked_slot, state_.acked_epoch));
+    return VerifyVersionLocked(v);
+  }
   std::mutex& mu() { return mu_; }
   const Geometry& geometry() const { return geo_; }
   void Abandon() { abandoned_ = true; }
@@ -746,6 +920,8 @@ class Store::Impl {
     fi.mtime_ns = n.mtime_ns;
     fi.ino = n.ino;
     fi.crc32c = n.crc_valid ? n.crc : 0;
+    fi.blocks = static_cast<uint64_t>(n.blocks.size()) -
+                static_cast<uint64_t>(std::count(n.blocks.begin(), n.blocks.end(), kNoBlock));
     return fi;
   }
 
@@ -769,8 +945,11 @@ class Store::Impl {
   }
 
   void ReleaseNodeLocked(Node& node) {
-    for (uint32_t b : node.blocks) ReleaseBlockLocked(b);
+    for (uint32_t b : node.blocks) {
+      if (b != kNoBlock) ReleaseBlockLocked(b);
+    }
     node.blocks.clear();
+    node.chunks.clear();
     node.size = 0;
   }
 
@@ -784,25 +963,43 @@ class Store::Impl {
         refs_[b] = kRefWorking;
         free_blocks_--;
         cursor_ = b + 1 == n ? 0 : b + 1;
+        if (b == cache_block_) cache_block_ = kNoBlock;  // the cached chunk's block is reused
         return static_cast<uint32_t>(b);
       }
     }
     std::abort();  // free_blocks_ said there was one: the allocator's invariant broke
   }
 
-  size_t ReadAtLocked(const Node& node, uint8_t* out, size_t len, uint64_t off) const {
-    if (off >= node.size) return 0;
+  Result<size_t> ReadAtLocked(const Node& node, uint8_t* out, size_t len, uint64_t off) {
+    if (off >= node.size) return size_t{0};
     size_t n = static_cast<size_t>(std::min<uint64_t>(len, node.size - off));
     const uint64_t bs = geo_.block_size;
     size_t done = 0;
     while (done < n) {
       uint64_t pos = off + done;
+      if (compressed_) {
+        uint64_t ci = pos / geo_.chunk_size;
+        if (node.chunks[ci].compressed) {
+          DLCKPT_ASSIGN_OR_RETURN(const uint8_t* raw, DecompressedLocked(node, ci));
+          uint64_t co = pos - ci * geo_.chunk_size;
+          size_t piece = static_cast<size_t>(std::min<uint64_t>(ChunkLen(node, ci) - co, n - done));
+          std::memcpy(out + done, raw + co, piece);
+          done += piece;
+          continue;
+        }
+      }
       uint64_t bi = pos / bs, bo = pos % bs;
       size_t piece = static_cast<size_t>(std::min<uint64_t>(bs - bo, n - done));
       std::memcpy(out + done, BlockPtr(node.blocks[bi]) + bo, piece);
       done += piece;
     }
     return n;
+  }
+
+  // The largest size a file may have: a compressed chunk fills one block at
+  // least, so a compressed store holds at most nblocks chunks.
+  uint64_t MaxFileSize() const {
+    return compressed_ ? geo_.nblocks * geo_.chunk_size : geo_.capacity;
   }
 
   // Writes `len` bytes of `src` (zeros if null) at `off`, zero-filling any gap
@@ -812,33 +1009,47 @@ class Store::Impl {
   Result<size_t> WriteAtLocked(Node& node, const uint8_t* src, size_t len, uint64_t off) {
     if (len == 0) return size_t{0};
     if (S_ISDIR(node.mode)) return Status::Error(EISDIR, Where(node.path) + ": is a directory");
-    const uint64_t bs = geo_.block_size;
-    if (off >= geo_.capacity) {
+    const uint64_t limit = MaxFileSize();
+    if (off >= limit) {
       return Status::NoSpace(Where(node.path) + ": offset " + std::to_string(off) +
                              " beyond the store's capacity");
     }
-    uint64_t end = std::min<uint64_t>(off + std::min<uint64_t>(len, geo_.capacity), geo_.capacity);
-    uint64_t start = std::min(off, node.size);  // includes the hole to zero-fill
-    // Count the blocks the range needs; stop at the first that does not fit.
+    uint64_t end = std::min<uint64_t>(off + std::min<uint64_t>(len, limit), limit);
+    if (compressed_) return WriteCompressedLocked(node, src, off, end, off + 1);
+    uint64_t reached = WriteRangeLocked(node, src, off, std::min(off, node.size), end, off + 1);
+    if (reached <= off) return FullLocked(node);
+    return static_cast<size_t>(reached - off);
+  }
+
+  Status FullLocked(const Node& node) const {
+    return Status::NoSpace(Where(node.path) + ": store full (" + std::to_string(geo_.capacity) +
+                           " bytes, " + std::to_string(free_blocks_) + " blocks free)");
+  }
+
+  // Writes file positions [from, to) (from <= size) block by block: bytes
+  // below `off` are zeros, the others src[pos - off] (zeros if src is null).
+  // Counts the blocks first and writes only up to the first block that does
+  // not fit, and nothing at all if that end would be below `need`. Returns
+  // the position reached. Compressed stores: no compressed chunk may overlap
+  // the range; the chunks written become raw and undecided.
+  uint64_t WriteRangeLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t from,
+                            uint64_t to, uint64_t need) {
+    const uint64_t bs = geo_.block_size;
     uint64_t budget = free_blocks_;
-    uint64_t first_b = start / bs, last_b = (end - 1) / bs;
-    uint64_t fit_end = end;
+    uint64_t first_b = from / bs, last_b = (to - 1) / bs;
+    uint64_t end = to;
     for (uint64_t b = first_b; b <= last_b; ++b) {
-      bool need = b >= node.blocks.size() || (refs_[node.blocks[b]] & kRefFrozen);
-      if (!need) continue;
+      bool fresh = b >= node.blocks.size() || node.blocks[b] == kNoBlock ||
+                   (refs_[node.blocks[b]] & kRefFrozen);
+      if (!fresh) continue;
       if (budget == 0) {
-        fit_end = b * bs;
+        end = b * bs;
         break;
       }
       budget--;
     }
-    if (fit_end <= off) {
-      return Status::NoSpace(Where(node.path) + ": store full (" +
-                             std::to_string(geo_.capacity) + " bytes, " +
-                             std::to_string(free_blocks_) + " blocks free)");
-    }
-    end = fit_end;
-    for (uint64_t pos = start; pos < end;) {
+    if (end < need || end <= from) return from;
+    for (uint64_t pos = from; pos < end;) {
       uint64_t bi = pos / bs, bo = pos % bs;
       uint64_t piece = std::min(bs - bo, end - pos);
       uint8_t* blk;
@@ -846,15 +1057,18 @@ class Store::Impl {
         uint32_t b = AllocBlockLocked();
         node.blocks.push_back(b);
         blk = BlockPtr(b);
+      } else if (node.blocks[bi] == kNoBlock) {
+        // A dropped compressed chunk: its old bytes are all being overwritten.
+        node.blocks[bi] = AllocBlockLocked();
+        blk = BlockPtr(node.blocks[bi]);
       } else if (refs_[node.blocks[bi]] & kRefFrozen) {
         // Copy-on-write: the committed bytes stay where they are.
         uint32_t old = node.blocks[bi];
         uint32_t b = AllocBlockLocked();
         blk = BlockPtr(b);
         if (piece < bs) std::memcpy(blk, BlockPtr(old), bs);
-        refs_[old] &= static_cast<uint8_t>(~kRefWorking);
-        if (refs_[old] == 0) free_blocks_++;
         node.blocks[bi] = b;
+        DropWorkingRefLocked(node, bi, old);
       } else {
         blk = BlockPtr(node.blocks[bi]);
       }
@@ -872,46 +1086,385 @@ class Store::Impl {
       pos += piece;
       if (pos > node.size) node.size = pos;
     }
+    if (compressed_) {
+      const uint64_t cs = geo_.chunk_size;
+      node.chunks.resize(BlocksFor(node.size, cs));
+      for (uint64_t ci = from / cs; ci <= (end - 1) / cs; ++ci) {
+        node.chunks[ci].decided = false;
+        node.chunks[ci].crc_valid = false;
+      }
+    }
     node.crc_valid = false;
     node.mtime_ns = env_->WallNanos();
-    return static_cast<size_t>(end - off);
+    return end;
   }
 
   Status TruncateLocked(Node& node, uint64_t size) {
     if (size > node.size) {
       // Extend with zeros; all-or-nothing.
       uint64_t old = node.size;
+      if (compressed_) {
+        if (size > MaxFileSize()) return TooBigLocked(node, size);
+        return WriteCompressedLocked(node, nullptr, old, size, size).status();
+      }
       DLCKPT_ASSIGN_OR_RETURN(size_t n, WriteAtLocked(node, nullptr, size - old, old));
       if (old + n < size) {
         // Undo the partial extension.
-        ShrinkLocked(node, old);
-        return Status::NoSpace(Where(node.path) + ": store full, cannot extend to " +
-                               std::to_string(size) + " bytes");
+        DLCKPT_RETURN_IF_ERROR(ShrinkLocked(node, old));
+        return TooBigLocked(node, size);
       }
       return Status::OK();
     }
-    if (size < node.size) ShrinkLocked(node, size);
+    if (size < node.size) DLCKPT_RETURN_IF_ERROR(ShrinkLocked(node, size));
     node.mtime_ns = env_->WallNanos();
     return Status::OK();
   }
 
-  void ShrinkLocked(Node& node, uint64_t size) {
+  Status TooBigLocked(const Node& node, uint64_t size) const {
+    return Status::NoSpace(Where(node.path) + ": store full, cannot extend to " +
+                           std::to_string(size) + " bytes");
+  }
+
+  // Cuts the file to `size` bytes. Cannot fail in an uncompressed store; in a
+  // compressed one, a cut inside a compressed chunk decompresses it (ENOSPC).
+  Status ShrinkLocked(Node& node, uint64_t size) {
+    const uint64_t cs = geo_.chunk_size;
+    if (compressed_ && size % cs != 0 && node.chunks[size / cs].compressed) {
+      DLCKPT_RETURN_IF_ERROR(ExpandLocked(node, size / cs));
+    }
     uint64_t keep = BlocksFor(size, geo_.block_size);
-    for (uint64_t i = keep; i < node.blocks.size(); ++i) ReleaseBlockLocked(node.blocks[i]);
+    for (uint64_t i = keep; i < node.blocks.size(); ++i) {
+      if (node.blocks[i] != kNoBlock) ReleaseBlockLocked(node.blocks[i]);
+    }
     node.blocks.resize(keep);
     node.size = size;
     node.crc_valid = false;
+    if (compressed_) {
+      node.chunks.resize(BlocksFor(size, cs));
+      if (size % cs != 0) {
+        node.chunks.back().decided = false;
+        node.chunks.back().crc_valid = false;
+      }
+    }
+    return Status::OK();
   }
 
-  uint32_t NodeCrcLocked(const Node& node) const {
+  // The CRC32C of a file's bytes. Compressed stores: from the chunks' CRCs,
+  // compressing (or judging) the chunks still undecided first.
+  Result<uint32_t> NodeCrcLocked(Node& node) {
+    if (!compressed_) {
+      uint32_t crc = 0;
+      uint64_t left = node.size;
+      for (uint32_t b : node.blocks) {
+        uint64_t n = std::min<uint64_t>(left, geo_.block_size);
+        crc = Crc32c(BlockPtr(b), n, crc);
+        left -= n;
+      }
+      return crc;
+    }
     uint32_t crc = 0;
-    uint64_t left = node.size;
-    for (uint32_t b : node.blocks) {
-      uint64_t n = std::min<uint64_t>(left, geo_.block_size);
-      crc = Crc32c(BlockPtr(b), n, crc);
-      left -= n;
+    for (uint64_t ci = 0; ci < node.chunks.size(); ++ci) {
+      Chunk& c = node.chunks[ci];
+      uint64_t len = ChunkLen(node, ci);
+      if (!c.compressed && !c.decided) TryCompressLocked(node, ci);
+      if (!c.crc_valid) {
+        const uint8_t* raw;
+        if (c.compressed) {
+          DLCKPT_ASSIGN_OR_RETURN(raw, DecompressedLocked(node, ci));
+        } else {
+          raw = ContiguousLocked(&node.blocks[ci * cpb_], len, &gather_);
+        }
+        c.crc = Crc32c(raw, len);
+        c.crc_valid = true;
+      }
+      crc = Crc32cCombine(crc, c.crc, len);
     }
     return crc;
+  }
+
+  // ---- compression --------------------------------------------------------------
+  //
+  // Chunk ci of a node covers bytes [ci * chunk_size, ...) and block entries
+  // [ci * cpb_, ...). Its blocks are given up through DropWorkingRefLocked, so
+  // that an Undo in progress can keep them.
+
+  uint64_t ChunkLen(const Node& node, uint64_t ci) const {
+    return std::min<uint64_t>(geo_.chunk_size, node.size - ci * geo_.chunk_size);
+  }
+
+  uint64_t ChunkEntries(const Node& node, uint64_t ci) const {
+    return std::min<uint64_t>(cpb_, node.blocks.size() - ci * cpb_);
+  }
+
+  bool UndoKeepsLocked(const Node& node, uint64_t bi) const {
+    return undo_ != nullptr && undo_->node == &node && undo_->has_chunk && bi / cpb_ == undo_->chunk;
+  }
+
+  // The working copy stops using block `b` (entry `bi` of `node`).
+  void DropWorkingRefLocked(const Node& node, uint64_t bi, uint32_t b) {
+    if (compressed_ && UndoKeepsLocked(node, bi)) {
+      undo_->kept.push_back(b);
+    } else {
+      ReleaseBlockLocked(b);
+    }
+  }
+
+  // Blocks that dropping chunk ci would free now.
+  uint64_t ReclaimableLocked(const Node& node, uint64_t ci) const {
+    uint64_t first = ci * cpb_;
+    if (ci >= node.chunks.size() || UndoKeepsLocked(node, first)) return 0;
+    uint64_t n = 0;
+    for (uint64_t i = first; i < first + ChunkEntries(node, ci); ++i) {
+      uint32_t b = node.blocks[i];
+      if (b != kNoBlock && refs_[b] == kRefWorking) ++n;
+    }
+    return n;
+  }
+
+  // Gives up every block of chunk ci; its entries become kNoBlock and it a
+  // raw, undecided chunk without bytes (the caller fills it at once).
+  void DropChunkLocked(Node& node, uint64_t ci) {
+    uint64_t first = ci * cpb_;
+    for (uint64_t i = first; i < first + ChunkEntries(node, ci); ++i) {
+      if (node.blocks[i] != kNoBlock) DropWorkingRefLocked(node, i, node.blocks[i]);
+      node.blocks[i] = kNoBlock;
+    }
+    node.chunks[ci] = Chunk{};
+  }
+
+  // Copies `n` bytes into fresh blocks set as entries first, first + 1, ...
+  void FillFreshLocked(Node& node, uint64_t first, const uint8_t* p, uint64_t n) {
+    const uint64_t bs = geo_.block_size;
+    for (uint64_t j = 0; j * bs < n; ++j) {
+      uint32_t b = AllocBlockLocked();
+      node.blocks[first + j] = b;
+      std::memcpy(BlockPtr(b), p + j * bs, std::min(bs, n - j * bs));
+    }
+  }
+
+  // `n` bytes held by `blocks`: in place if the blocks are consecutive, else
+  // gathered into *buf.
+  const uint8_t* ContiguousLocked(const uint32_t* blocks, uint64_t n, std::vector<uint8_t>* buf) const {
+    const uint64_t bs = geo_.block_size, k = BlocksFor(n, bs);
+    bool consecutive = true;
+    for (uint64_t j = 1; j < k && consecutive; ++j) consecutive = blocks[j] == blocks[0] + j;
+    if (consecutive) return BlockPtr(blocks[0]);
+    if (buf->size() < k * bs) buf->resize(k * bs);
+    for (uint64_t j = 0; j < k; ++j) {
+      std::memcpy(buf->data() + j * bs, BlockPtr(blocks[j]), std::min(bs, n - j * bs));
+    }
+    return buf->data();
+  }
+
+  // Decompresses the `stored`-byte LZ4 block held in `blocks` into out[len].
+  Status DecompressLocked(const uint32_t* blocks, uint64_t stored, uint8_t* out, uint64_t len,
+                          const std::string& what) {
+    const uint8_t* src = ContiguousLocked(blocks, stored, &gather_);
+    int r = LZ4_decompress_safe(reinterpret_cast<const char*>(src), reinterpret_cast<char*>(out),
+                                static_cast<int>(stored), static_cast<int>(len));
+    if (r < 0 || static_cast<uint64_t>(r) != len) {
+      return Status::Corruption(what + ": damaged compressed data (" + std::to_string(stored) +
+                                " bytes do not decompress to " + std::to_string(len) + ")");
+    }
+    return Status::OK();
+  }
+
+  // The uncompressed bytes of compressed chunk ci, through a one-chunk cache
+  // keyed by the chunk's first block (blocks of a chunk stream never change
+  // while allocated; AllocBlockLocked and LoadView invalidate the key).
+  Result<const uint8_t*> DecompressedLocked(const Node& node, uint64_t ci) {
+    const Chunk& c = node.chunks[ci];
+    const uint32_t* blocks = &node.blocks[ci * cpb_];
+    uint64_t len = ChunkLen(node, ci);
+    if (cache_block_ == blocks[0] && cache_stored_ == c.stored && cache_len_ == len) {
+      return cache_.data();
+    }
+    cache_block_ = kNoBlock;
+    if (cache_.size() < geo_.chunk_size) cache_.resize(geo_.chunk_size);
+    DLCKPT_RETURN_IF_ERROR(DecompressLocked(blocks, c.stored, cache_.data(), len,
+                                            Where(node.path) + ": chunk at offset " +
+                                                std::to_string(ci * geo_.chunk_size)));
+    cache_block_ = blocks[0];
+    cache_stored_ = c.stored;
+    cache_len_ = len;
+    return cache_.data();
+  }
+
+  // Compresses in[0, len) into cbuf_ if that is worth it: returns the LZ4
+  // block's size, or 0 to keep the chunk raw (it would not fill at most
+  // threshold * its raw blocks and fewer blocks than raw, or the probe says it
+  // is incompressible).
+  uint32_t CompressLocked(const uint8_t* in, uint64_t len) {
+    const uint64_t bs = geo_.block_size, nraw = BlocksFor(len, bs);
+    if (nraw < 2) return 0;
+    uint64_t max_blocks = std::min(nraw - 1, nraw * geo_.threshold_permille / 1000);
+    if (max_blocks == 0) return 0;
+    if (cbuf_.empty()) cbuf_.resize(static_cast<size_t>(LZ4_compressBound(static_cast<int>(geo_.chunk_size))));
+    auto* out = reinterpret_cast<char*>(cbuf_.data());
+    if (len >= kProbeMinChunk) {
+      // Three samples (start, middle, end): if they do not shrink to halfway
+      // between the threshold and 1, do not try the whole chunk.
+      uint64_t sampled = 0;
+      for (uint64_t k = 0; k < 3; ++k) {
+        uint64_t at = (len - kProbeBytes) * k / 2;
+        int r = LZ4_compress_default(reinterpret_cast<const char*>(in + at), out,
+                                     static_cast<int>(kProbeBytes), static_cast<int>(cbuf_.size()));
+        sampled += r > 0 ? static_cast<uint64_t>(r) : kProbeBytes;
+      }
+      if (sampled * 2000 > 3 * kProbeBytes * (1000 + geo_.threshold_permille)) return 0;
+    }
+    // The unbounded output path: 2-3x faster than LZ4's bounded one on
+    // compressible data, which is what passes the probe.
+    int r = LZ4_compress_default(reinterpret_cast<const char*>(in), out, static_cast<int>(len),
+                                 static_cast<int>(cbuf_.size()));
+    if (r <= 0 || BlocksFor(static_cast<uint64_t>(r), bs) > max_blocks) return 0;
+    return static_cast<uint32_t>(r);
+  }
+
+  // Judges raw, undecided chunk ci (and computes its CRC): compresses it into
+  // fewer blocks if that is worth it and the blocks are there.
+  void TryCompressLocked(Node& node, uint64_t ci) {
+    Chunk& c = node.chunks[ci];
+    if (c.compressed || c.decided) return;
+    uint64_t len = ChunkLen(node, ci), first = ci * cpb_;
+    const uint8_t* in = ContiguousLocked(&node.blocks[first], len, &gather_);
+    c.crc = Crc32c(in, len);
+    c.crc_valid = true;
+    c.decided = true;
+    uint32_t n = CompressLocked(in, len);
+    if (n == 0 || BlocksFor(n, geo_.block_size) > free_blocks_ + ReclaimableLocked(node, ci)) return;
+    uint32_t crc = c.crc;
+    DropChunkLocked(node, ci);
+    FillFreshLocked(node, first, cbuf_.data(), n);
+    node.chunks[ci] = Chunk{n, crc, true, true, true};
+  }
+
+  // Writes a whole chunk ci (chunk_size bytes: `data`, or zeros if null)
+  // straight from the buffer, compressed if worth it. False if the blocks are
+  // not there (nothing changed).
+  bool StoreWholeChunkLocked(Node& node, uint64_t ci, const uint8_t* data) {
+    const uint64_t cs = geo_.chunk_size;
+    if (data == nullptr) {
+      if (zeros_.size() < cs) zeros_.assign(cs, 0);
+      data = zeros_.data();
+    }
+    uint32_t crc = Crc32c(data, cs);
+    uint32_t n = CompressLocked(data, cs);
+    uint64_t need = n ? BlocksFor(n, geo_.block_size) : cpb_;
+    if (need > free_blocks_ + ReclaimableLocked(node, ci)) return false;
+    uint64_t first = ci * cpb_;
+    if (ci < node.chunks.size()) DropChunkLocked(node, ci);
+    if (node.blocks.size() < first + cpb_) node.blocks.resize(first + cpb_, kNoBlock);
+    FillFreshLocked(node, first, n ? cbuf_.data() : data, n ? n : cs);
+    node.size = std::max(node.size, (ci + 1) * cs);
+    if (node.chunks.size() < ci + 1) node.chunks.resize(ci + 1);
+    node.chunks[ci] = Chunk{n, crc, n != 0, true, true};
+    node.crc_valid = false;
+    node.mtime_ns = env_->WallNanos();
+    return true;
+  }
+
+  // Compressed chunk ci becomes raw (same bytes) in fresh blocks; ENOSPC if
+  // they are not there (nothing changed).
+  Status ExpandLocked(Node& node, uint64_t ci) {
+    uint64_t len = ChunkLen(node, ci), nraw = BlocksFor(len, geo_.block_size);
+    uint64_t avail = free_blocks_ + ReclaimableLocked(node, ci);
+    if (nraw > avail) {
+      return Status::NoSpace(Where(node.path) + ": store full (decompressing the chunk at offset " +
+                             std::to_string(ci * geo_.chunk_size) + " needs " +
+                             std::to_string(nraw) + " blocks, " + std::to_string(avail) +
+                             " available)");
+    }
+    DLCKPT_ASSIGN_OR_RETURN(const uint8_t* raw, DecompressedLocked(node, ci));
+    Chunk keep = node.chunks[ci];
+    DropChunkLocked(node, ci);
+    FillFreshLocked(node, ci * cpb_, raw, len);  // cache_ stays intact while blocks are allocated
+    node.chunks[ci] = Chunk{0, keep.crc, false, keep.crc_valid, false};
+    return Status::OK();
+  }
+
+  // Compressed stores: the write of [off, end) (zeros below off from the old
+  // end of file, src or zeros from off). Chunk by chunk: whole chunks go
+  // straight from the buffer; others are written raw (a compressed chunk is
+  // dropped if all its bytes are overwritten, else decompressed first) and
+  // compressed when the write reaches their end. If less than up to `need`
+  // is written, everything is undone (the chunk holding the old end of file
+  // included) and the result is ENOSPC; otherwise the byte count from off.
+  Result<size_t> WriteCompressedLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t end,
+                                       uint64_t need) {
+    const uint64_t cs = geo_.chunk_size;
+    Undo u;
+    u.node = &node;
+    u.size = node.size;
+    u.chunk = node.size / cs;
+    u.has_chunk = node.size % cs != 0;
+    if (u.has_chunk) {
+      u.saved = node.chunks[u.chunk];
+      u.saved_blocks.assign(node.blocks.begin() + static_cast<long>(u.chunk * cpb_), node.blocks.end());
+    }
+    undo_ = &u;
+    Result<uint64_t> reached = WriteChunksLocked(node, src, off, end);
+    undo_ = nullptr;
+    if (!reached.ok() || *reached < need) {
+      RollBackLocked(node, u);
+      if (!reached.ok()) return reached.status();
+      return FullLocked(node);
+    }
+    for (uint32_t b : u.kept) ReleaseBlockLocked(b);
+    return static_cast<size_t>(*reached - off);
+  }
+
+  Result<uint64_t> WriteChunksLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t end) {
+    const uint64_t cs = geo_.chunk_size;
+    uint64_t pos = std::min(off, node.size);
+    while (pos < end) {
+      uint64_t ci = pos / cs, c0 = ci * cs, c1 = c0 + cs, b = std::min(end, c1);
+      if (pos == c0 && b == c1 && (b <= off || pos >= off)) {
+        const uint8_t* data = (b <= off || src == nullptr) ? nullptr : src + (pos - off);
+        if (StoreWholeChunkLocked(node, ci, data)) {
+          pos = c1;
+          continue;
+        }
+      }
+      if (ci < node.chunks.size() && node.chunks[ci].compressed) {
+        if (pos == c0 && b >= c0 + ChunkLen(node, ci)) {
+          // Every byte of the chunk is overwritten: no need to decompress.
+          if (BlocksFor(b - c0, geo_.block_size) > free_blocks_ + ReclaimableLocked(node, ci)) {
+            return pos;
+          }
+          DropChunkLocked(node, ci);
+        } else {
+          Status s = ExpandLocked(node, ci);
+          if (s.code() == ENOSPC) return pos;
+          DLCKPT_RETURN_IF_ERROR(s);
+        }
+      }
+      uint64_t r = WriteRangeLocked(node, src, off, pos, b, pos + 1);
+      if (r < b) return r;
+      pos = b;
+      if (b == c1) TryCompressLocked(node, ci);
+    }
+    return pos;
+  }
+
+  // Restores the file as it was before the write that `u` journaled.
+  void RollBackLocked(Node& node, const Undo& u) {
+    auto saved = [&](uint32_t b) {
+      return std::find(u.saved_blocks.begin(), u.saved_blocks.end(), b) != u.saved_blocks.end();
+    };
+    uint64_t first = u.chunk * cpb_;
+    for (uint64_t i = first; i < node.blocks.size(); ++i) {
+      uint32_t b = node.blocks[i];
+      if (b != kNoBlock && !saved(b)) ReleaseBlockLocked(b);
+    }
+    for (uint32_t b : u.kept) {
+      if (!saved(b)) ReleaseBlockLocked(b);
+    }
+    node.blocks.resize(first);
+    node.blocks.insert(node.blocks.end(), u.saved_blocks.begin(), u.saved_blocks.end());
+    node.chunks.resize(u.chunk);
+    if (u.has_chunk) node.chunks.push_back(u.saved);
+    node.size = u.size;
   }
 
   // ---- slots and state ------------------------------------------------------
@@ -931,23 +1484,28 @@ class Store::Impl {
     uint8_t* p = SlotPtr(slot);
     auto* hdr = reinterpret_cast<ImageHeader*>(p);
     auto* entries = reinterpret_cast<FileEntry*>(p + sizeof(ImageHeader));
+    auto* ctab = reinterpret_cast<ChunkEntry*>(p + ChunkTableOffset(geo_.max_files));
     uint32_t nfiles = static_cast<uint32_t>(files_.size());
     if (meta) {
       const auto* mh = reinterpret_cast<const ImageHeader*>(meta);
-      std::memcpy(p, meta, mh->meta_bytes);
+      uint64_t head = sizeof(ImageHeader) + uint64_t{mh->nfiles} * sizeof(FileEntry);
+      std::memcpy(p, meta, head);
+      if (mh->nchunks > 0) std::memcpy(ctab, meta + head, mh->nchunks * sizeof(ChunkEntry));
     } else {
       ImageHeader h{};
       std::memcpy(h.magic, kImageMagic, sizeof h.magic);
       h.format_version = kFormatVersion;
       h.nfiles = nfiles;
       h.epoch = epoch;
-      h.meta_bytes = sizeof(ImageHeader) + uint64_t{nfiles} * sizeof(FileEntry);
       h.capacity = geo_.capacity;
       h.block_size = geo_.block_size;
       h.max_files = geo_.max_files;
       std::memcpy(h.job, geo_.job, sizeof h.job);
       h.rank = geo_.rank;
       h.commit_ns = env_->WallNanos();
+      h.compression = geo_.compression;
+      h.chunk_size = geo_.chunk_size;
+      h.threshold_permille = geo_.threshold_permille;
       uint32_t i = 0;
       for (auto& [path, node] : files_) {
         FileEntry e{};
@@ -957,19 +1515,35 @@ class Store::Impl {
         e.mtime_ns = node->mtime_ns;
         e.mode = node->mode;
         e.crc32c = (epoch != 0 && node->crc_valid) ? node->crc : 0;
-        h.data_bytes += node->size;
+        h.logical_bytes += node->size;
+        if (compressed_) {
+          for (uint64_t ci = 0; ci < node->chunks.size(); ++ci) {
+            const Chunk& c = node->chunks[ci];
+            ChunkEntry ce{};
+            ce.stored = c.compressed ? c.stored : static_cast<uint32_t>(ChunkLen(*node, ci));
+            ce.crc32c = (epoch != 0 && c.crc_valid) ? c.crc : 0;
+            h.data_bytes += ce.stored;
+            std::memcpy(&ctab[h.nchunks++], &ce, sizeof ce);
+          }
+        } else {
+          h.data_bytes += node->size;
+        }
         std::memcpy(&entries[i++], &e, sizeof e);
       }
+      h.meta_bytes = sizeof(ImageHeader) + uint64_t{nfiles} * sizeof(FileEntry) +
+                     h.nchunks * sizeof(ChunkEntry);
       h.entries_crc = Crc32c(entries, uint64_t{nfiles} * sizeof(FileEntry));
+      h.chunks_crc = Crc32c(ctab, h.nchunks * sizeof(ChunkEntry));
       h.header_crc = ImageHeaderCrc(h);
       std::memcpy(hdr, &h, sizeof h);
     }
-    auto* blh = reinterpret_cast<BlockListHeader*>(p + BlockListOffset(geo_.max_files));
+    auto* blh = reinterpret_cast<BlockListHeader*>(p + BlockListOffset(geo_.max_files, geo_.nblocks, compressed_));
     auto* list = reinterpret_cast<uint32_t*>(blh + 1);
     uint64_t count = 0;
     for (auto& [path, node] : files_) {
-      if (!node->blocks.empty()) std::memcpy(list + count, node->blocks.data(), node->blocks.size() * 4);
-      count += node->blocks.size();
+      for (uint32_t b : node->blocks) {
+        if (b != kNoBlock) list[count++] = b;
+      }
     }
     BlockListHeader b{};
     b.count = count;
@@ -1026,12 +1600,16 @@ class Store::Impl {
     };
     if (std::memcmp(g.magic, kStoreMagic, sizeof g.magic) != 0) return bad("bad magic");
     if (g.format_version != kFormatVersion) {
-      return bad("format version " + std::to_string(g.format_version));
+      return bad("format version " + std::to_string(g.format_version) + " (this build reads format " +
+                 std::to_string(kFormatVersion) + "; recreate the store)");
     }
     if (g.crc != GeometryCrc(g)) return bad("header checksum mismatch");
+    std::string why = CheckCompression(g.compression, g.chunk_size, g.threshold_permille, g.block_size);
+    if (!why.empty()) return bad(why);
     if (g.header_bytes != kHeaderBytes || g.nslots != kNumSlots || g.block_size < 4096 ||
         (g.block_size & (g.block_size - 1)) != 0 || g.nblocks * g.block_size != g.capacity ||
-        g.slot_offset != kHeaderBytes || g.slot_size != SlotSize(g.max_files, g.nblocks) ||
+        g.slot_offset != kHeaderBytes ||
+        g.slot_size != SlotSize(g.max_files, g.nblocks, g.compression != kCompressNone) ||
         g.data_offset != AlignUp(g.slot_offset + kNumSlots * g.slot_size, 4096) ||
         g.shm_size != g.data_offset + g.capacity) {
       return bad("inconsistent geometry");
@@ -1040,9 +1618,15 @@ class Store::Impl {
       return bad("size " + std::to_string(shm_->size()) + " differs from header's " +
                  std::to_string(g.shm_size));
     }
+    SetGeometry(g);
+    return Status::OK();
+  }
+
+  void SetGeometry(const Geometry& g) {
     geo_ = g;
     data_ = base_ + g.data_offset;
-    return Status::OK();
+    compressed_ = g.compression != kCompressNone;
+    cpb_ = compressed_ ? g.chunk_size / g.block_size : 0;
   }
 
   // Parses and validates the version in `slot`; `epoch` 0 expects a working slot.
@@ -1058,31 +1642,19 @@ class Store::Impl {
     if (std::memcmp(h.magic, kImageMagic, sizeof h.magic) != 0) return bad("bad magic");
     if (h.header_crc != ImageHeaderCrc(h)) return bad("header checksum mismatch");
     if (h.format_version != kFormatVersion || h.epoch != epoch || h.nfiles > geo_.max_files ||
-        h.meta_bytes != sizeof(ImageHeader) + uint64_t{h.nfiles} * sizeof(FileEntry) ||
         h.capacity != geo_.capacity || h.block_size != geo_.block_size ||
         h.max_files != geo_.max_files || h.rank != geo_.rank ||
-        std::memcmp(h.job, geo_.job, sizeof h.job) != 0) {
+        std::memcmp(h.job, geo_.job, sizeof h.job) != 0 || h.compression != geo_.compression ||
+        h.chunk_size != geo_.chunk_size || h.threshold_permille != geo_.threshold_permille) {
       return bad("header does not match the store");
     }
     const auto* entries = reinterpret_cast<const FileEntry*>(p + sizeof(ImageHeader));
-    if (h.entries_crc != Crc32c(entries, uint64_t{h.nfiles} * sizeof(FileEntry))) {
-      return bad("file table checksum mismatch");
-    }
-    uint64_t total = 0, blocks = 0;
-    for (uint32_t i = 0; i < h.nfiles; ++i) {
-      const FileEntry& e = entries[i];
-      size_t len = strnlen(e.path, sizeof e.path);
-      if (len == 0 || len > kMaxPath) return bad("bad path in entry " + std::to_string(i));
-      if (i > 0 && std::strcmp(entries[i - 1].path, e.path) >= 0) return bad("entries unsorted");
-      if (!S_ISREG(e.mode) && !(S_ISDIR(e.mode) && e.size == 0)) {
-        return bad(std::string(e.path) + ": bad mode");
-      }
-      if (e.size > geo_.capacity) return bad(std::string(e.path) + ": size beyond capacity");
-      total += e.size;
-      blocks += BlocksFor(e.size, geo_.block_size);
-    }
-    if (total != h.data_bytes) return bad("sizes do not add up");
-    const auto* blh = reinterpret_cast<const BlockListHeader*>(p + BlockListOffset(geo_.max_files));
+    const auto* chunks = reinterpret_cast<const ChunkEntry*>(p + ChunkTableOffset(geo_.max_files));
+    uint64_t blocks = 0;
+    std::string why = CheckTables(h, entries, chunks, &blocks);
+    if (!why.empty()) return bad(why);
+    const auto* blh = reinterpret_cast<const BlockListHeader*>(
+        p + BlockListOffset(geo_.max_files, geo_.nblocks, compressed_));
     BlockListHeader bl;
     std::memcpy(&bl, blh, sizeof bl);
     const auto* list = reinterpret_cast<const uint32_t*>(blh + 1);
@@ -1100,6 +1672,7 @@ class Store::Impl {
     v.entries = entries;
     v.blocks = list;
     v.block_count = bl.count;
+    v.chunks = compressed_ ? chunks : nullptr;
     return v;
   }
 
@@ -1122,7 +1695,8 @@ class Store::Impl {
 
   std::map<std::string, NodePtr, std::less<>> NodesFrom(const Version& v) {
     std::map<std::string, NodePtr, std::less<>> out;
-    uint64_t bi = 0;
+    const uint64_t bs = geo_.block_size;
+    uint64_t bi = 0, ci = 0;
     for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
       const FileEntry& e = v.entries[i];
       auto n = std::make_shared<Node>();
@@ -1133,13 +1707,128 @@ class Store::Impl {
       n->ino = e.ino;
       n->crc = e.crc32c;
       n->crc_valid = v.epoch != 0;
-      uint64_t nb = BlocksFor(e.size, geo_.block_size);
-      n->blocks.assign(v.blocks + bi, v.blocks + bi + nb);
-      bi += nb;
+      if (!compressed_) {
+        uint64_t nb = BlocksFor(e.size, bs);
+        n->blocks.assign(v.blocks + bi, v.blocks + bi + nb);
+        bi += nb;
+      } else {
+        n->blocks.reserve(BlocksFor(e.size, bs));
+        for (uint64_t off = 0; off < e.size; off += geo_.chunk_size, ++ci) {
+          uint64_t len = std::min<uint64_t>(geo_.chunk_size, e.size - off);
+          const ChunkEntry& ce = v.chunks[ci];
+          Chunk c;
+          c.compressed = ce.stored < len;
+          c.stored = c.compressed ? ce.stored : 0;
+          c.crc = ce.crc32c;
+          c.crc_valid = v.epoch != 0;
+          c.decided = v.epoch != 0;
+          uint64_t k = BlocksFor(ce.stored, bs);
+          n->blocks.insert(n->blocks.end(), v.blocks + bi, v.blocks + bi + k);
+          n->blocks.resize(n->blocks.size() + BlocksFor(len, bs) - k, kNoBlock);
+          bi += k;
+          n->chunks.push_back(c);
+        }
+      }
       next_ino_ = std::max(next_ino_, e.ino + 1);
       out.emplace(n->path, n);
     }
     return out;
+  }
+
+  // Read-only attachers: the blocks of the versions the published state names.
+  uint64_t PublishedBlocksLocked() const {
+    auto s = ReadState();
+    if (!s.ok()) return 0;
+    std::vector<bool> used(geo_.nblocks);
+    uint64_t count = 0;
+    auto add = [&](uint64_t slot, uint64_t epoch) {
+      if (slot == kNoSlot) return;
+      auto v = ParseSlotLocked(slot, epoch);
+      if (!v.ok()) return;
+      for (uint64_t i = 0; i < v->block_count; ++i) {
+        if (!used[v->blocks[i]]) {
+          used[v->blocks[i]] = true;
+          ++count;
+        }
+      }
+    };
+    if (s->acked_epoch != 0) add(s->acked_slot, s->acked_epoch);
+    if (s->pending_epoch != 0) add(s->pending_slot, s->pending_epoch);
+    add(s->working_slot, 0);
+    return count;
+  }
+
+  // One stretch of a version's file data as stored: a whole file of an
+  // uncompressed store, or one chunk.
+  struct Piece {
+    uint32_t file;           // entry index
+    uint64_t offset;         // in the file
+    uint64_t len;            // uncompressed bytes
+    uint64_t stored;         // bytes in the image (== len unless compressed)
+    uint32_t crc;            // compressed stores: the chunk entry's CRC
+    const uint32_t* blocks;  // ceil(stored / block_size) blocks
+  };
+
+  // Calls fn(piece) for every piece in image order; stops at the first error.
+  template <class Fn>
+  Status ForEachPiece(const Version& v, Fn&& fn) const {
+    uint64_t bi = 0, ci = 0;
+    for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
+      const FileEntry& e = v.entries[i];
+      if (!v.chunks) {
+        if (e.size > 0) DLCKPT_RETURN_IF_ERROR(fn(Piece{i, 0, e.size, e.size, 0, v.blocks + bi}));
+        bi += BlocksFor(e.size, geo_.block_size);
+        continue;
+      }
+      for (uint64_t off = 0; off < e.size; off += geo_.chunk_size, ++ci) {
+        uint64_t len = std::min<uint64_t>(geo_.chunk_size, e.size - off);
+        const ChunkEntry& ce = v.chunks[ci];
+        DLCKPT_RETURN_IF_ERROR(fn(Piece{i, off, len, ce.stored, ce.crc32c, v.blocks + bi}));
+        bi += BlocksFor(ce.stored, geo_.block_size);
+      }
+    }
+    return Status::OK();
+  }
+
+  // Recomputes every CRC of a committed version over the uncompressed bytes.
+  Status VerifyVersionLocked(const Version& v) {
+    const uint64_t bs = geo_.block_size;
+    std::vector<uint8_t> raw;
+    std::vector<uint32_t> crcs(v.hdr->nfiles, 0);
+    DLCKPT_RETURN_IF_ERROR(ForEachPiece(v, [&](const Piece& pc) -> Status {
+      const FileEntry& e = v.entries[pc.file];
+      std::string where = "store " + name() + " epoch " + std::to_string(v.epoch) + ": " + e.path;
+      uint32_t crc = 0;
+      if (pc.stored < pc.len) {
+        if (raw.size() < pc.len) raw.resize(pc.len);
+        DLCKPT_RETURN_IF_ERROR(DecompressLocked(pc.blocks, pc.stored, raw.data(), pc.len,
+                                                where + ": chunk at offset " + std::to_string(pc.offset)));
+        crc = Crc32c(raw.data(), pc.len);
+      } else {
+        uint64_t left = pc.len;
+        for (uint64_t k = 0; left > 0; ++k) {
+          uint64_t n = std::min(left, bs);
+          crc = Crc32c(BlockPtr(pc.blocks[k]), n, crc);
+          left -= n;
+        }
+      }
+      if (v.chunks && crc != pc.crc) {
+        return Status::Corruption(where + ": checksum mismatch in the chunk at offset " +
+                                  std::to_string(pc.offset) + " (stored " + Hex(pc.crc) +
+                                  ", computed " + Hex(crc) + ")");
+      }
+      crcs[pc.file] = Crc32cCombine(crcs[pc.file], crc, pc.len);
+      return Status::OK();
+    }));
+    for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
+      const FileEntry& e = v.entries[i];
+      if (crcs[i] != e.crc32c) {
+        return Status::Corruption("store " + name() + " epoch " + std::to_string(v.epoch) + ": " +
+                                  e.path + ": checksum mismatch (stored " + Hex(e.crc32c) +
+                                  ", computed " + Hex(crcs[i]) + ")");
+      }
+    }
+    return Status::OK();
   }
 
   Status LoadAsOwner() {
@@ -1170,7 +1859,9 @@ class Store::Impl {
     (void)have_working;
     files_ = std::move(working);
     for (auto& [path, node] : files_) {
-      for (uint32_t b : node->blocks) refs_[b] |= kRefWorking;
+      for (uint32_t b : node->blocks) {
+        if (b != kNoBlock) refs_[b] |= kRefWorking;
+      }
     }
     free_blocks_ = static_cast<uint64_t>(std::count(refs_.begin(), refs_.end(), 0));
     state_ = s;
@@ -1186,6 +1877,7 @@ class Store::Impl {
   Status LoadView(uint64_t epoch) {
     DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
     handles_.clear();
+    cache_block_ = kNoBlock;  // the owner may have reused any block since
     if (epoch == 0) {
       if (s.working_slot != kNoSlot) {
         auto v = ParseSlotLocked(s.working_slot, 0);
@@ -1248,19 +1940,18 @@ class Store::Impl {
 
   Status ResetWorkingToAckedLocked() {
     for (auto& h : handles_) {
-      if (h.node) h.node->open_count--;
+      // An unlinked file lives only while open: it goes with its last handle.
+      if (h.node && --h.node->open_count == 0 && !h.node->linked) ReleaseNodeLocked(*h.node);
       h = Handle{};
     }
-    for (auto& [path, node] : files_) {
-      for (uint32_t b : node->blocks) ReleaseBlockLocked(b);
-      node->blocks.clear();
-    }
+    for (auto& [path, node] : files_) ReleaseNodeLocked(*node);
     files_.clear();
     if (state_.acked_epoch != 0) {
       DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(state_.acked_slot, state_.acked_epoch));
       files_ = NodesFrom(v);
       for (auto& [path, node] : files_) {
         for (uint32_t b : node->blocks) {
+          if (b == kNoBlock) continue;
           if (refs_[b] == 0) free_blocks_--;
           refs_[b] |= kRefWorking;
         }
@@ -1296,6 +1987,17 @@ class Store::Impl {
   uint64_t cursor_ = 0;
   uint64_t next_ino_ = 1;
   uint64_t view_epoch_ = 0;
+
+  // Compression (see the top of this file); buffers are allocated on first use.
+  bool compressed_ = false;
+  uint64_t cpb_ = 0;             // blocks per chunk
+  Undo* undo_ = nullptr;         // the write being journaled, if any
+  std::vector<uint8_t> gather_;  // a chunk or LZ4 block gathered from scattered blocks
+  std::vector<uint8_t> cbuf_;    // compressor output
+  std::vector<uint8_t> zeros_;   // a chunk of zeros
+  std::vector<uint8_t> cache_;   // the last decompressed chunk
+  uint32_t cache_block_ = kNoBlock;
+  uint64_t cache_stored_ = 0, cache_len_ = 0;
 };
 
 // ---- Store ----------------------------------------------------------------------
@@ -1413,28 +2115,28 @@ class ImageBuilder::Impl {
                                         " bytes)");
     }
     const auto* h = reinterpret_cast<const ImageHeader*>(meta_.data());
-    const auto* entries = reinterpret_cast<const FileEntry*>(meta_.data() + sizeof(ImageHeader));
     std::lock_guard<std::mutex> lock(store_->mu());
-    for (uint32_t i = 0; i < h->nfiles; ++i) {
-      uint32_t crc = store_->NodeCrc(entries[i].path);
-      if (crc != entries[i].crc32c) {
-        return Status::Corruption("rebuilt store " + name_ + ": " + entries[i].path +
-                                  ": checksum mismatch (image says " + Hex(entries[i].crc32c) +
-                                  ", data gives " + Hex(crc) + ")");
-      }
+    // Published into a store that is removed unless the check passes.
+    DLCKPT_RETURN_IF_ERROR(store_->PublishImageLocked(meta_.data(), h->epoch));
+    Status verified = store_->VerifyAckedLocked();
+    if (!verified.ok()) {
+      return Status::Corruption("rebuilt store " + name_ + ": " + verified.message());
     }
-    DLCKPT_RETURN_IF_ERROR(store_->PublishImageLocked(meta_.data(), meta_.size(), h->epoch));
     finished_ = true;
     store_->Abandon();  // the published version is the store: no working copy to save
     return h->epoch;
   }
 
  private:
-  static std::string Hex(uint32_t v) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%08x", v);
-    return buf;
-  }
+  // One stretch of file data in the image: a whole file of an uncompressed
+  // image, or one chunk.
+  struct Piece {
+    uint32_t file;
+    uint64_t chunk;
+    uint64_t len;     // uncompressed
+    uint64_t stored;  // bytes in the image
+    ChunkEntry entry;
+  };
 
   Status Bad(const std::string& why) const {
     return Status::Corruption("image for " + name_ + " is not a valid store image: " + why);
@@ -1459,22 +2161,26 @@ class ImageBuilder::Impl {
         }
         continue;
       }
-      if (received_ >= image_size_) return Status::OK();  // padding
-      // Skip finished files (and directories).
-      while (file_ < nfiles_ && written_ == Entry(file_).size) {
-        ++file_;
-        written_ = 0;
-      }
-      if (file_ >= nfiles_) return Status::OK();
-      const FileEntry& e = Entry(file_);
-      size_t take = static_cast<size_t>(std::min<uint64_t>(n, e.size - written_));
+      if (received_ >= image_size_ || piece_ >= pieces_.size()) return Status::OK();  // padding
+      const Piece& pc = pieces_[piece_];
+      size_t take = static_cast<size_t>(std::min<uint64_t>(n, pc.stored - written_));
+      const FileEntry& e = Entry(pc.file);
       std::lock_guard<std::mutex> lock(store_->mu());
-      DLCKPT_ASSIGN_OR_RETURN(size_t wrote, store_->AppendLocked(e.path, p, take));
-      if (wrote != take) return Status::NoSpace("rebuilt store " + name_ + ": full");
+      if (compressed_) {
+        DLCKPT_RETURN_IF_ERROR(store_->AppendStoredLocked(e.path, pc.chunk, pc.len, pc.entry,
+                                                          written_, p, take));
+      } else {
+        DLCKPT_ASSIGN_OR_RETURN(size_t wrote, store_->AppendLocked(e.path, p, take));
+        if (wrote != take) return Status::NoSpace("rebuilt store " + name_ + ": full");
+      }
       p += take;
       n -= take;
       written_ += take;
       received_ += take;
+      if (written_ == pc.stored) {
+        ++piece_;
+        written_ = 0;
+      }
     }
     return Status::OK();
   }
@@ -1488,14 +2194,23 @@ class ImageBuilder::Impl {
     std::memcpy(&h, meta_.data(), sizeof h);
     if (std::memcmp(h.magic, kImageMagic, sizeof h.magic) != 0) return Bad("bad magic");
     if (h.header_crc != ImageHeaderCrc(h)) return Bad("header checksum mismatch");
-    if (h.format_version != kFormatVersion || h.epoch == 0 || h.nfiles > h.max_files ||
-        h.meta_bytes != sizeof(ImageHeader) + uint64_t{h.nfiles} * sizeof(FileEntry) ||
+    if (h.format_version != kFormatVersion) {
+      return Bad("format version " + std::to_string(h.format_version) + " (this build reads " +
+                 std::to_string(kFormatVersion) + ")");
+    }
+    if (h.block_size < 4096 || !PowerOfTwo(h.block_size) || h.capacity % h.block_size != 0 ||
+        !CheckCompression(h.compression, h.chunk_size, h.threshold_permille, h.block_size).empty()) {
+      return Bad("bad geometry or compression settings");
+    }
+    if (h.epoch == 0 || h.nfiles > h.max_files || h.nchunks > h.capacity / h.block_size ||
+        h.meta_bytes != sizeof(ImageHeader) + uint64_t{h.nfiles} * sizeof(FileEntry) +
+                            h.nchunks * sizeof(ChunkEntry) ||
         h.data_bytes > h.capacity) {
       return Bad("inconsistent header");
     }
     meta_bytes_ = h.meta_bytes;
     image_size_ = h.meta_bytes + h.data_bytes;
-    nfiles_ = h.nfiles;
+    compressed_ = h.compression != kCompressNone;
     meta_.reserve(meta_bytes_);
     return Status::OK();
   }
@@ -1504,9 +2219,11 @@ class ImageBuilder::Impl {
     ImageHeader h;
     std::memcpy(&h, meta_.data(), sizeof h);
     const auto* entries = reinterpret_cast<const FileEntry*>(meta_.data() + sizeof(ImageHeader));
-    if (h.entries_crc != Crc32c(entries, uint64_t{h.nfiles} * sizeof(FileEntry))) {
-      return Bad("file table checksum mismatch");
-    }
+    const auto* chunks = reinterpret_cast<const ChunkEntry*>(
+        meta_.data() + sizeof(ImageHeader) + uint64_t{h.nfiles} * sizeof(FileEntry));
+    uint64_t blocks = 0;
+    std::string why = CheckTables(h, entries, chunks, &blocks);
+    if (!why.empty()) return Bad(why);
     StoreOptions o;
     o.capacity = h.capacity;
     o.block_size = h.block_size;
@@ -1514,11 +2231,22 @@ class ImageBuilder::Impl {
     o.job = IdentityString(h.job);
     o.node = node_;
     o.rank = h.rank;
+    if (compressed_) {
+      o.compression = Compression::kLz4;
+      o.chunk_size = h.chunk_size;
+      o.compress_threshold = h.threshold_permille / 1000.0;
+    }
+    uint64_t ci = 0;
     for (uint32_t i = 0; i < h.nfiles; ++i) {
       const FileEntry& e = entries[i];
-      if (strnlen(e.path, sizeof e.path) > kMaxPath) return Bad("unterminated path");
-      if (i > 0 && std::strcmp(entries[i - 1].path, e.path) >= 0) return Bad("entries unsorted");
-      if (!S_ISREG(e.mode) && !(S_ISDIR(e.mode) && e.size == 0)) return Bad("bad mode");
+      if (!compressed_) {
+        if (e.size > 0) pieces_.push_back(Piece{i, 0, e.size, e.size, ChunkEntry{}});
+        continue;
+      }
+      for (uint64_t off = 0, k = 0; off < e.size; off += h.chunk_size, ++k, ++ci) {
+        uint64_t len = std::min<uint64_t>(h.chunk_size, e.size - off);
+        pieces_.push_back(Piece{i, k, len, chunks[ci].stored, chunks[ci]});
+      }
     }
     DLCKPT_ASSIGN_OR_RETURN(store_, Store::Impl::Create(name_, o, env_));
     std::lock_guard<std::mutex> lock(store_->mu());
@@ -1533,9 +2261,10 @@ class ImageBuilder::Impl {
   uint64_t meta_bytes_ = 0;
   uint64_t image_size_ = 0;
   uint64_t received_ = 0;
-  uint32_t nfiles_ = 0;
-  uint32_t file_ = 0;
-  uint64_t written_ = 0;
+  bool compressed_ = false;
+  std::vector<Piece> pieces_;
+  size_t piece_ = 0;
+  uint64_t written_ = 0;  // of the current piece
   bool finished_ = false;
   Status error_;
 };

@@ -5,6 +5,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -30,7 +31,8 @@ commands:
                           epoch; exit 1 on a mismatch
   rm STORE [PATH]         remove the whole store, or one file of its working set
   create STORE            create an empty store (--capacity, --block-size,
-                          --max-files, --job, --node, --rank)
+                          --max-files, --job, --node, --rank, --compress,
+                          --threshold, --chunk-size)
   put STORE PATH [FILE]   write FILE (default: standard input) as PATH
   commit STORE            commit the working files as a new epoch and
                           acknowledge it (--no-ack leaves it pending)
@@ -40,6 +42,10 @@ options:
   --capacity N    data capacity for create (default 256M; K/M/G suffixes)
   --block-size N  block size for create (default 64K)
   --max-files N   file table size for create (default 1024)
+  --compress C    none (default) or lz4: compress file data chunk by chunk
+  --threshold T   lz4: keep a chunk compressed only if it fills at most T of
+                  its raw blocks (default 0.875)
+  --chunk-size N  lz4: bytes per chunk (default 16 blocks)
   --job J --node N --rank R   identity recorded by create
   --no-ack        commit without acknowledging
   -h, --help      this help
@@ -149,11 +155,30 @@ int CmdStat(const Args& a) {
   EpochState ep = (*store)->epochs();
   auto files = (*store)->List("");
   std::printf("store: %s\njob: %s\nnode: %s\nrank: %d\ncapacity: %" PRIu64 " (%s)\n"
-              "block_size: %" PRIu64 "\nblocks: %" PRIu64 "\nmax_files: %u\nshm_bytes: %" PRIu64
-              "\nacknowledged_epoch: %" PRIu64 "\npending_epoch: %" PRIu64 "\nfiles: %zu\n",
+              "block_size: %" PRIu64 "\nblocks: %" PRIu64 "\nblocks_used: %" PRIu64
+              "\nmax_files: %u\nshm_bytes: %" PRIu64 "\ncompression: %s\n",
               (*store)->name().c_str(), st.job.c_str(), st.node.c_str(), st.rank, st.capacity,
-              FormatSize(st.capacity).c_str(), st.block_size, st.blocks_total, st.max_files,
-              st.shm_bytes, ep.acknowledged, ep.pending, files.ok() ? files->size() : size_t{0});
+              FormatSize(st.capacity).c_str(), st.block_size, st.blocks_total, st.blocks_used,
+              st.max_files, st.shm_bytes, CompressionName(st.compression));
+  if (st.compression != Compression::kNone) {
+    std::printf("chunk_size: %u\ncompress_threshold: %.3f\n", st.chunk_size, st.compress_threshold);
+  }
+  std::printf("acknowledged_epoch: %" PRIu64 "\npending_epoch: %" PRIu64 "\nfiles: %zu\n",
+              ep.acknowledged, ep.pending, files.ok() ? files->size() : size_t{0});
+  // The viewed epoch (--epoch, else the newest): what its files hold and fill.
+  uint64_t epoch = a.epoch != 0 ? a.epoch : (ep.pending != 0 ? ep.pending : ep.acknowledged);
+  if (epoch != 0 && a.epoch == 0 && (*store)->View(epoch).ok()) files = (*store)->List("");
+  if (files.ok() && epoch != 0) {
+    uint64_t bytes = 0, blocks = 0;
+    for (const auto& f : *files) {
+      bytes += f.size;
+      blocks += f.blocks;
+    }
+    auto img = (*store)->GetImage(epoch);
+    std::printf("epoch: %" PRIu64 "\nepoch_file_bytes: %" PRIu64 "\nepoch_blocks: %" PRIu64
+                "\nepoch_image_bytes: %" PRIu64 "\n",
+                epoch, bytes, blocks, img.ok() ? img->size : uint64_t{0});
+  }
   return 0;
 }
 
@@ -278,6 +303,26 @@ int Main(int argc, char** argv) {
     } else if (arg == "--rank") {
       st = size_opt("--rank", &v);
       a.create.rank = static_cast<int>(v);
+    } else if (arg == "--compress") {
+      auto r = value("--compress");
+      st = r.status();
+      if (r.ok()) {
+        auto c = ParseCompression(*r);
+        st = c.status();
+        if (c.ok()) a.create.compression = *c;
+      }
+    } else if (arg == "--threshold") {
+      auto r = value("--threshold");
+      st = r.status();
+      if (r.ok()) {
+        char* end = nullptr;
+        a.create.compress_threshold = std::strtod(r->c_str(), &end);
+        if (r->empty() || *end != '\0') st = Status::InvalidArgument("--threshold: '" + *r + "' is not a number");
+      }
+    } else if (arg == "--chunk-size") {
+      st = size_opt("--chunk-size", &v);
+      a.create.chunk_size = static_cast<uint32_t>(v);
+      if (st.ok() && v > UINT32_MAX) st = Status::InvalidArgument("--chunk-size too large");
     } else if (arg == "--no-ack") {
       a.ack = false;
     } else if (arg.size() > 1 && arg[0] == '-' && arg != "-") {

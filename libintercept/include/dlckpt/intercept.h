@@ -14,12 +14,14 @@
 // outside [A-Za-z0-9._-] become '-'), rank = $DLCKPT_RANK, $PMI_RANK,
 // $PMIX_RANK, $SLURM_PROCID, else 0. An existing store is attached (a
 // relaunched rank finds its restored checkpoint); otherwise it is created
-// with $DLCKPT_STORE_CAPACITY (default 256M) and $DLCKPT_BLOCK_SIZE (default
-// 64K) and the identity job/node/rank. Operations that only read (stat, open
-// without O_CREAT, opendir) never create a store. Configure() overrides the
-// environment before first use. At exit the store is detached cleanly after
-// every stdio stream (and, in both modes, libgfortran's units) has been
-// flushed, so its working files remain for the next owner.
+// with $DLCKPT_STORE_CAPACITY (default 256M), $DLCKPT_BLOCK_SIZE (default
+// 64K), $DLCKPT_COMPRESS (none or lz4), $DLCKPT_COMPRESS_THRESHOLD and
+// $DLCKPT_COMPRESS_CHUNK (see memfs.h) and the identity job/node/rank.
+// Operations that only read (stat, open without O_CREAT, opendir) never
+// create a store. Configure() overrides the environment before first use.
+// At exit the store is detached cleanly after every stdio stream (and, in
+// both modes, libgfortran's units) has been flushed, so its working files
+// remain for the next owner.
 //
 // Descriptors. A memfs file's descriptor is a reserved real descriptor (an
 // O_PATH placeholder), so numbers never collide with the OS's and an I/O call

@@ -11,6 +11,11 @@ namespace dlckpt {
 // preceding bytes; 0 to start). Crc32c("123456789") == 0xE3069283.
 uint32_t Crc32c(const void* data, size_t len, uint32_t crc = 0) noexcept;
 
+// The CRC32C of A followed by B, from crc_a = Crc32c(A), crc_b = Crc32c(B)
+// and len_b = |B|, without the bytes: Crc32cCombine(Crc32c(A), Crc32c(B), |B|)
+// == Crc32c(B, |B|, Crc32c(A)). O(log len_b).
+uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) noexcept;
+
 }  // namespace dlckpt
 
 #endif  // DLCKPT_CRC32C_H_

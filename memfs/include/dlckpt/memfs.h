@@ -18,8 +18,42 @@
 // while the next one is written or encoded (acknowledged + working/pending),
 // three times only if the application writes while an epoch awaits its
 // acknowledgement. Metadata: 3 version slots of (max_files * 320 + blocks * 4)
-// bytes plus one 4 KiB header.
+// bytes (+ blocks * 8 for the chunk table of a compressed store) plus one
+// 4 KiB header.
 //
+// Compression (StoreOptions::compression = kLz4). File data is cut into
+// chunks of chunk_size bytes (a power of two, at least 2 blocks); each chunk
+// is stored either raw or as one LZ4 block in fewer blocks, and only if that
+// takes at most threshold * (its raw blocks), so incompressible chunks stay
+// raw and cost what they cost uncompressed. Chunks are compressed as written:
+// a write that fills a whole chunk compresses it straight from the caller's
+// buffer; a chunk filled piece by piece is compressed when a write reaches
+// its end; whatever remains (a file's last partial chunk, chunks changed in
+// place) at Commit(). Before compressing a chunk of 128 KiB or more in full,
+// three 16 KiB samples are compressed; if they do not shrink below
+// (1 + threshold) / 2 of their size the chunk stays raw, for about 5% of the
+// cost of a full attempt. A write into a compressed chunk first decompresses
+// it into raw blocks (the committed copy, if any, stays untouched); it is
+// compressed again when a write reaches its end or at the next Commit(). CRCs
+// are over the uncompressed bytes: one per chunk, taken when the chunk is
+// judged, combined into the file's; Verify() and a rebuild decompress and
+// recompute both.
+//
+// Memory with compression. With r the stored/raw ratio of a checkpoint of S
+// bytes (in whole blocks: at best 1 / blocks-per-chunk), the "rewrite every
+// checkpoint" pattern costs
+//   after Acknowledge:             r*S
+//   while the next one is written: r*S + r*S' (S' written so far) + one raw
+//                                  chunk per file written in pieces smaller
+//                                  than a chunk
+//   from Commit to Acknowledge:    2*r*S (3*r*S if writes continue meanwhile)
+// instead of S, 2*S and 2*S (3*S). The encoding view carries the chunks as
+// stored, so parity, its double buffers on the spares and the encode traffic
+// are r*S too. Reads of a compressed chunk decompress it into a one-chunk
+// cache. Logical file sizes may exceed `capacity` (up to blocks * chunk_size).
+// ENOSPC can come from operations that need no new block in an uncompressed
+// store: a write or truncate inside a compressed chunk needs the chunk's raw
+// blocks.
 // Processes. One *owner* process (the rank, FUSE daemon, or a restarted rank)
 // writes a store; it holds an advisory lock the kernel drops when it dies.
 // Any number of read-only attachers (the codec, dlckpt-store) read committed
@@ -50,12 +84,27 @@ namespace dlckpt::memfs {
 
 inline constexpr size_t kMaxPath = 255;  // bytes, without the terminating NUL
 
+enum class Compression { kNone = 0, kLz4 = 1 };
+
+// "none" or "lz4" (case-insensitive); EINVAL naming the text otherwise.
+Result<Compression> ParseCompression(std::string_view text);
+const char* CompressionName(Compression c);
+
 struct StoreOptions {
   uint64_t capacity = 256ull << 20;  // bytes of file data, all versions together
   uint32_t block_size = 64u << 10;   // power of two in [4 KiB, 16 MiB]
   uint32_t max_files = 1024;         // files (and directories) per version
   uint32_t max_open = 1024;          // open descriptors per Store object
   bool prefault = true;              // allocate and map every page at creation
+  // Compression of file data (see "Compression" above); recorded in the store.
+  Compression compression = Compression::kNone;
+  // A chunk is stored compressed only if it then fills at most this fraction
+  // of its raw blocks, in (0, 1]. 0.875: at least 1/8 saved (as ZFS demands),
+  // i.e. at most 14 of 16 blocks with the default chunk.
+  double compress_threshold = 0.875;
+  // Bytes per chunk: a power of two, >= 2 * block_size, <= 64 MiB; 0 picks
+  // 16 blocks (1 MiB with 64 KiB blocks), capped at 64 MiB.
+  uint32_t chunk_size = 0;
   // Identity recorded in the store (and in its images).
   std::string job;
   std::string node;
@@ -76,6 +125,7 @@ struct FileInfo {
   int64_t mtime_ns = 0;
   uint64_t ino = 0;
   uint32_t crc32c = 0;  // of the file's bytes, valid in committed epochs
+  uint64_t blocks = 0;  // data blocks the file fills (compressed chunks: their LZ4 blocks)
 };
 
 struct EpochState {
@@ -89,19 +139,30 @@ struct StoreStats {
   uint64_t block_size = 0;
   uint64_t blocks_total = 0;
   uint64_t blocks_free = 0;  // in the owner's view; read-only attachers: 0
+  // Owner: blocks_total - blocks_free. Read-only attachers: the blocks of the
+  // published versions (acknowledged, pending, a cleanly saved working set).
+  uint64_t blocks_used = 0;
   uint32_t max_files = 0;
+  Compression compression = Compression::kNone;
+  uint32_t chunk_size = 0;  // compressed stores
+  double compress_threshold = 0;
   std::string job, node;
   int rank = 0;
   uint64_t shm_bytes = 0;  // size of the shared memory object
 };
 
 // The encoding view of one committed epoch: a canonical byte image holding
-// the epoch's metadata (a header and one entry per file, independent of block
-// placement and node) followed by every file's bytes in entry order. Two
-// stores holding the same epoch content have byte-identical images, so parity
-// computed over images rebuilds a store byte for byte. The extents point into
-// the store's mapping: valid while the Store object lives and the epoch stays
-// committed (an acknowledged epoch stays until a newer one is acknowledged).
+// the epoch's metadata (a header, one entry per file and, in a compressed
+// store, one entry per chunk, independent of block placement and node)
+// followed by every file's bytes in entry order, as stored: raw, or chunk by
+// chunk raw or LZ4-compressed. A store rebuilt from an image (ImageBuilder)
+// stores every chunk exactly as the image does, so its image of that epoch is
+// byte-identical and parity computed over images rebuilds a store byte for
+// byte, again and again. (Uncompressed stores holding the same epoch content
+// have identical images; compressed ones may differ in which chunks are
+// compressed.) The extents point into the store's mapping: valid while the
+// Store object lives and the epoch stays committed (an acknowledged epoch
+// stays until a newer one is acknowledged).
 struct Image {
   uint64_t epoch = 0;
   uint64_t size = 0;  // sum of extent lengths
@@ -171,8 +232,9 @@ class Store final {
   // Makes committed `epoch` (acknowledged or pending) the acknowledged epoch,
   // drops the other, and resets the working files to it. Used by recovery.
   Status Restore(uint64_t epoch);
-  // Recomputes every file CRC of committed `epoch`; EBADMSG naming the file on
-  // a mismatch.
+  // Recomputes every file CRC of committed `epoch` over the uncompressed
+  // bytes (decompressing compressed chunks, whose own CRCs are checked too);
+  // EBADMSG naming the file (and chunk offset) on a mismatch or damaged data.
   Status Verify(uint64_t epoch);
   // The encoding view of committed `epoch`.
   Result<Image> GetImage(uint64_t epoch);
@@ -189,9 +251,11 @@ class Store final {
 // Builds a whole store from an image stream (the inverse of GetImage), e.g.
 // on a spare node from bytes rebuilt by the codec. Bytes are appended in image
 // order; bytes past the image's own length (zero padding of parity) are
-// ignored. Finish() checks every CRC and the header, and leaves a store whose
-// acknowledged epoch is the image's epoch. If the builder is destroyed before
-// Finish() succeeded, the half-built store is removed.
+// ignored. The new store has the image's geometry and compression settings,
+// and stores every chunk as the image does (no recompression). Finish()
+// checks every CRC over the uncompressed bytes and the header, and leaves a
+// store whose acknowledged epoch is the image's epoch. If the builder is
+// destroyed before Finish() succeeded, the half-built store is removed.
 class ImageBuilder final {
  public:
   // `name`: the new store's shared memory name; `node`: its node. The job,

@@ -26,7 +26,13 @@ typedef struct dlckpt_store_options {
   const char* job;     /* identity recorded in the store; may be NULL */
   const char* node;
   int rank;
+  int compression;           /* DLCKPT_COMPRESS_NONE or DLCKPT_COMPRESS_LZ4 */
+  double compress_threshold; /* in (0, 1]: see StoreOptions in dlckpt/memfs.h */
+  uint32_t chunk_size;       /* 0: default */
 } dlckpt_store_options_t;
+
+#define DLCKPT_COMPRESS_NONE 0
+#define DLCKPT_COMPRESS_LZ4 1
 
 #define DLCKPT_ATTACH_READONLY 0
 #define DLCKPT_ATTACH_OWNER 1

@@ -351,7 +351,7 @@ memfs::Store* Service::CachedStore(int32_t rank, Status* error) {
     *error = name.status();
     return nullptr;
   }
-  auto s = memfs::Store::Attach(*name, memfs::AttachMode::kReadOnly);
+  auto s = memfs::Store::Attach(*name, memfs::AttachMode::kReadAll);
   if (!s.ok()) {
     *error = s.status();
     return nullptr;

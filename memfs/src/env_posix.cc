@@ -76,7 +76,8 @@ Result<std::unique_ptr<MappedShm>> Env::CreateShm(const std::string& name, size_
   return std::make_unique<MappedShm>(name, fd, addr, size, true);
 }
 
-Result<std::unique_ptr<MappedShm>> Env::OpenShm(const std::string& name, bool writable) {
+Result<std::unique_ptr<MappedShm>> Env::OpenShm(const std::string& name, bool writable,
+                                                bool populate) {
   DLCKPT_RETURN_IF_ERROR(CheckShmName(name));
   int fd = shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno(errno, "shm_open " + name);
@@ -92,7 +93,7 @@ Result<std::unique_ptr<MappedShm>> Env::OpenShm(const std::string& name, bool wr
     return Status::Corruption("shared memory " + name + " is empty");
   }
   int prot = PROT_READ | (writable ? PROT_WRITE : 0);
-  void* addr = mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  void* addr = mmap(nullptr, size, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
   if (addr == MAP_FAILED) {
     int err = errno;
     close(fd);

@@ -354,7 +354,7 @@ class Store::Impl {
   static Result<std::unique_ptr<Impl>> Attach(const std::string& name, AttachMode mode, Env* env,
                                               uint32_t max_open) {
     bool owner = mode == AttachMode::kOwner;
-    DLCKPT_ASSIGN_OR_RETURN(auto shm, env->OpenShm(name, owner));
+    DLCKPT_ASSIGN_OR_RETURN(auto shm, env->OpenShm(name, owner, mode != AttachMode::kReadOnly));
     if (owner) DLCKPT_RETURN_IF_ERROR(shm->TryLockExclusive());
     auto impl = std::make_unique<Impl>(env, std::move(shm), owner);
     impl->max_open_ = max_open;

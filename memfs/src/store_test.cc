@@ -373,6 +373,18 @@ TEST_P(StoreTest, ReadOnlyAttachSeesCommittedEpoch) {
   EXPECT_EQ(Store::Attach(name_, AttachMode::kOwner).status().code(), EBUSY);
 }
 
+TEST_P(StoreTest, ReadAllAttachIsReadOnlyAndSeesCommittedEpoch) {
+  auto s = Make();
+  WriteFile(*s, "/x", Pattern(300000, 4));
+  ASSERT_EQ(*s->Commit(), 1u);
+  auto ra = Store::Attach(name_, AttachMode::kReadAll);
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+  EXPECT_EQ(ReadFile(**ra, "/x"), Pattern(300000, 4));
+  EXPECT_EQ((*ra)->Open("/x", O_RDWR).status().code(), EROFS);
+  EXPECT_EQ((*ra)->Commit().status().code(), EROFS);
+  EXPECT_TRUE((*ra)->Verify(1).ok());
+}
+
 TEST_P(StoreTest, CleanDetachKeepsWorkingFilesForNextOwner) {
   {
     auto s = Make();

@@ -67,8 +67,11 @@ class Env {
   // is left behind.
   virtual Result<std::unique_ptr<MappedShm>> CreateShm(const std::string& name, size_t size,
                                                        bool prefault);
-  // Opens and maps an existing object; read-only unless `writable`.
-  virtual Result<std::unique_ptr<MappedShm>> OpenShm(const std::string& name, bool writable);
+  // Opens and maps an existing object; read-only unless `writable`. With
+  // `populate`, every page is mapped now (MAP_POPULATE) instead of faulted in
+  // one at a time on first touch.
+  virtual Result<std::unique_ptr<MappedShm>> OpenShm(const std::string& name, bool writable,
+                                                     bool populate = false);
   virtual Status UnlinkShm(const std::string& name);
   // Names ("/..." form) of existing shared memory objects starting with `prefix`
   // (also in "/..." form), sorted.

@@ -116,7 +116,11 @@ Result<std::string> StoreName(std::string_view job, std::string_view node, int r
 // The prefix of every shared memory object of a job: "/dlckpt.<job>.".
 std::string JobPrefix(std::string_view job);
 
-enum class AttachMode { kReadOnly, kOwner };
+// kReadOnly maps pages as they are touched (tools that look at metadata);
+// kReadAll is read-only with every page mapped at attach (the codec, which
+// reads whole epochs); kOwner maps every page too, so a restarted owner
+// writes at full speed at once.
+enum class AttachMode { kReadOnly, kReadAll, kOwner };
 
 struct FileInfo {
   std::string path;

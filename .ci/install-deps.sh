@@ -14,5 +14,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libgtest-dev libgmock-dev libbenchmark-dev \
   clang libclang-rt-14-dev \
   fio iproute2 python3 \
-  glusterfs-server glusterfs-client >/dev/null
+  glusterfs-server glusterfs-client \
+  slurm-wlm munge >/dev/null
 echo "install-deps: done"

@@ -10,7 +10,7 @@ namespace dlckpt::run {
 const char kUsage[] = R"(usage: dlckpt-run [OPTIONS] -- PROGRAM [ARGS...]
 
 Runs an MPI application with diskless checkpointing: launches the codec service
-and the application (mpiexec), and when a node dies rebuilds its checkpoint on a
+and the application (mpiexec or srun), and when a node dies rebuilds its checkpoint on a
 spare node and relaunches the application, which resumes from its last
 checkpoint. By default the cluster is simulated on this machine with virtual
 nodes vn0, vn1, ...: the first --nodes hold application ranks, the next --spares
@@ -30,6 +30,14 @@ layout:
                           virtual nodes; node identity is the host name; ranks
                           are placed with mpiexec -hosts H:COUNT,...; --run-dir
                           must then be visible on every host
+                          --hosts slurm: the hosts of the Slurm allocation
+                          (SLURM_JOB_NODELIST), the first N + S of them
+  --launcher mpiexec|srun launch both jobs with Hydra's mpiexec (default) or
+                          with Slurm's srun --mpi=pmi2 (inside or outside an
+                          allocation; virtual nodes then run on this host)
+  --srun PATH             srun to use (default srun)
+  --srun-args "ARGS"      extra srun arguments (split at white space), e.g.
+                          "--partition=debug --time=60"
   --launcher-exec PATH    give mpiexec -launcher ssh -launcher-exec PATH (virtual
                           hosts of tests/vhost)
   --mpiexec-args "ARGS"   extra mpiexec arguments (split at white space) for
@@ -231,6 +239,16 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       o.kill_command = v;
     } else if (a == "--mpiexec") {
       o.mpiexec = v;
+    } else if (a == "--launcher") {
+      if (v != "mpiexec" && v != "srun") {
+        return Status::InvalidArgument("--launcher: want mpiexec or srun, not '" + v + "'");
+      }
+      o.launcher = v;
+    } else if (a == "--srun") {
+      o.srun = v;
+    } else if (a == "--srun-args") {
+      std::istringstream is(v);
+      for (std::string w; is >> w;) o.srun_args.push_back(w);
     } else if (a == "--mpiexec-args") {
       std::istringstream is(v);
       for (std::string w; is >> w;) o.mpiexec_args.push_back(w);
@@ -296,7 +314,12 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
                                    std::to_string(o.spares_per_group) + " spares per group");
   }
   if (o.group_size == 0) o.group_size = o.nodes;
-  if (!o.hosts.empty() && static_cast<int>(o.hosts.size()) != o.nodes + o.spares) {
+  const bool slurm_hosts = o.hosts == std::vector<std::string>{"slurm"};
+  if (o.launcher == "srun" && (!o.mpiexec_args.empty() || !o.launcher_exec.empty())) {
+    return Status::InvalidArgument("--mpiexec-args and --launcher-exec are for --launcher mpiexec; "
+                                   "give srun's options with --srun-args");
+  }
+  if (!o.hosts.empty() && !slurm_hosts && static_cast<int>(o.hosts.size()) != o.nodes + o.spares) {
     return Status::InvalidArgument("--hosts lists " + std::to_string(o.hosts.size()) +
                                    " hosts but --nodes + --spares is " +
                                    std::to_string(o.nodes + o.spares));

@@ -39,12 +39,16 @@ struct Options {
   std::string run_dir;
   uint64_t capacity = 256ull << 20;
   std::string compress;  // "" (the environment decides), "none" or "lz4": DLCKPT_COMPRESS of the ranks
-  std::vector<std::string> hosts;  // real or virtual hosts instead of virtual nodes
+  std::vector<std::string> hosts;  // real or virtual hosts instead of virtual nodes;
+                                   // {"slurm"}: the allocation's, resolved at setup
   std::string node_prefix = "vn";
   std::string launcher_exec;
   std::string kill_command;
   std::string mpiexec = "mpiexec";
   std::vector<std::string> mpiexec_args;  // --mpiexec-args, split on white space
+  std::string launcher = "mpiexec";       // "mpiexec" (Hydra) or "srun" (Slurm)
+  std::string srun = "srun";
+  std::vector<std::string> srun_args;     // --srun-args, split on white space
   std::vector<KillSpec> kills;
   double mtbf = 0;
   double weibull_shape = 1;

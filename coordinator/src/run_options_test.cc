@@ -70,6 +70,21 @@ TEST(RunOptionsTest, HostsPowerOffAndMpiexecArgs) {
   EXPECT_NE(msg({"--poweroff-node", "vn1", "--", "a"}).find("without --at"), std::string::npos);
 }
 
+TEST(RunOptionsTest, Launchers) {
+  auto o = Parse({"--launcher", "srun", "--srun", "/opt/slurm/bin/srun", "--srun-args", " -p debug  --time=5 ",
+                  "--hosts", "slurm", "--nodes", "3", "--spares", "1", "--", "a"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->launcher, "srun");
+  EXPECT_EQ(o->srun, "/opt/slurm/bin/srun");
+  EXPECT_EQ(o->srun_args, (std::vector<std::string>{"-p", "debug", "--time=5"}));
+  EXPECT_EQ(o->hosts, (std::vector<std::string>{"slurm"}));  // resolved at setup, any count
+  EXPECT_EQ(Parse({"--", "a"})->launcher, "mpiexec");
+  auto msg = [](std::vector<std::string> a) { return Parse(a).status().message(); };
+  EXPECT_NE(msg({"--launcher", "aprun", "--", "a"}).find("want mpiexec or srun"), std::string::npos);
+  EXPECT_NE(msg({"--launcher", "srun", "--mpiexec-args", "-iface x", "--", "a"}).find("--srun-args"),
+            std::string::npos);
+}
+
 TEST(RunOptionsTest, BadInputIsNamed) {
   auto msg = [](std::vector<std::string> a) { return Parse(a).status().message(); };
   EXPECT_NE(msg({"--nodes", "x", "--", "a"}).find("--nodes"), std::string::npos);

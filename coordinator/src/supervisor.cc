@@ -16,6 +16,7 @@
 #include "dlckpt/env.h"
 #include "dlckpt/memfs.h"
 #include "dlckpt/units.h"
+#include "launch.h"
 #include "procs.h"
 
 namespace dlckpt::run {
@@ -112,6 +113,17 @@ Status Supervisor::Setup() {
   codec_log_ = run_dir_ + "/codec.log";
   unlink(events_path_.c_str());
   follower_ = std::make_unique<events::Follower>(events_path_);
+  if (o_.hosts == std::vector<std::string>{"slurm"}) {
+    DLCKPT_ASSIGN_OR_RETURN(o_.hosts, SlurmAllocationHosts());
+    const size_t want = static_cast<size_t>(o_.nodes + o_.spares);
+    if (o_.hosts.size() < want) {
+      return Status::InvalidArgument("--hosts slurm: the allocation has " + std::to_string(o_.hosts.size()) +
+                                     " host(s) (" + Join(o_.hosts, ",") + ") but --nodes + --spares is " +
+                                     std::to_string(want));
+    }
+    o_.hosts.resize(want);
+    Log("hosts of the Slurm allocation: " + Join(o_.hosts, ","));
+  }
   if (o_.hosts.empty()) {
     for (int i = 0; i < o_.nodes + o_.spares; ++i) nodes_.push_back(o_.node_prefix + std::to_string(i));
   } else {
@@ -168,73 +180,53 @@ std::vector<std::string> Supervisor::JobEnv() const {
   return env;
 }
 
-std::vector<std::string> Supervisor::MpiexecCommand(const std::string& preload) const {
-  std::vector<std::string> argv{o_.mpiexec};
-  argv.insert(argv.end(), o_.mpiexec_args.begin(), o_.mpiexec_args.end());
-  if (!preload.empty()) {
-    // One LD_PRELOAD for the ranks: --preload's library first, then any from --mpiexec-args.
-    bool merged = false;
-    for (size_t i = 1; i + 2 < argv.size(); ++i) {
-      if (argv[i] == "-genv" && argv[i + 1] == "LD_PRELOAD") {
-        argv[i + 2] = preload + ":" + argv[i + 2];
-        merged = true;
-        break;
-      }
-    }
-    if (!merged) argv.insert(argv.end(), {"-genv", "LD_PRELOAD", preload});
+Result<pid_t> Supervisor::LaunchJob(const JobSpec& job, const std::string& log,
+                                    const std::vector<std::string>& extra_env) {
+  Launch l;
+  if (o_.launcher == "srun") {
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    std::string h = host;
+    if (h.find('.') != std::string::npos) h.resize(h.find('.'));  // Slurm's node names are short
+    DLCKPT_ASSIGN_OR_RETURN(l, SrunLaunch(o_, job, run_dir_, h));
+  } else {
+    l = MpiexecLaunch(o_, job);
   }
-  if (!o_.launcher_exec.empty()) {
-    argv.insert(argv.end(), {"-launcher", "ssh", "-launcher-exec", o_.launcher_exec});
-  } else if (o_.hosts.empty()) {
-    argv.insert(argv.end(), {"-launcher", "fork"});
+  for (const auto& [path, content] : l.files) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) return Status::FromErrno(errno, "write " + path);
+    bool ok = std::fwrite(content.data(), 1, content.size(), f) == content.size();
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok) return Status::FromErrno(errno ? errno : EIO, "write " + path);
   }
-  return argv;
-}
-
-std::string Supervisor::HostList(const std::vector<std::string>& nodes) {
-  // Hydra places ranks in order on H:COUNT slots (it has no per-segment -host).
-  std::string out;
-  for (size_t i = 0; i < nodes.size();) {
-    size_t j = i;
-    while (j < nodes.size() && nodes[j] == nodes[i]) ++j;
-    out += (out.empty() ? "" : ",") + nodes[i] + ":" + std::to_string(j - i);
-    i = j;
-  }
-  return out;
+  std::vector<std::string> env = JobEnv();
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  env.insert(env.end(), l.env.begin(), l.env.end());
+  if (o_.verbose) Log(job.name + ": " + Join(l.argv, " "));
+  return Spawn(l.argv, env, log);
 }
 
 Status Supervisor::LaunchCodec() {
   ++generation_;
   unlink(rendezvous_.c_str());
-  std::vector<std::string> argv = MpiexecCommand("");
-  argv.insert(argv.end(), {"-genv", "DLCKPT_JOB", o_.job, "-genv", "DLCKPT_EVENTS", events_path_});
-  std::vector<std::string> codec{CodecPath(), "--job", o_.job, "--rendezvous", rendezvous_,
-                                 "--group-size", std::to_string(o_.group_size), "--spares-per-group",
-                                 std::to_string(o_.spares_per_group), "--scheme", o_.scheme,
-                                 "--generation", std::to_string(generation_)};
-  if (!o_.keep) codec.push_back("--cleanup-on-shutdown");
-  if (o_.hosts.empty()) {
-    // Virtual nodes: one segment per node, named by DLCKPT_NODE.
-    bool first = true;
-    for (const auto& node : LiveNodes()) {
-      if (!first) argv.push_back(":");
-      first = false;
-      argv.insert(argv.end(), {"-n", "1", "-env", "DLCKPT_NODE", node});
-      argv.insert(argv.end(), codec.begin(), codec.end());
-    }
-  } else {
-    // Hosts: one process per live host; the node is the host name.
-    argv.insert(argv.end(), {"-hosts", HostList(LiveNodes()), "-n", std::to_string(LiveNodes().size())});
-    argv.insert(argv.end(), codec.begin(), codec.end());
-  }
-  if (o_.verbose) Log("codec: " + Join(argv, " "));
+  JobSpec job;
+  job.name = "codec";
+  job.virtual_nodes = o_.hosts.empty();
+  job.env = {{"DLCKPT_JOB", o_.job}, {"DLCKPT_EVENTS", events_path_}};
+  job.program = {CodecPath(), "--job", o_.job, "--rendezvous", rendezvous_,
+                 "--group-size", std::to_string(o_.group_size), "--spares-per-group",
+                 std::to_string(o_.spares_per_group), "--scheme", o_.scheme,
+                 "--generation", std::to_string(generation_)};
+  if (!o_.keep) job.program.push_back("--cleanup-on-shutdown");
+  // One codec process per live node (the node is DLCKPT_NODE, or the host name).
+  for (const auto& node : LiveNodes()) job.segments.emplace_back(node, 1);
   heartbeat_->Expect(generation_, LiveNodes(), Env::Default()->NowNanos());
   // The key travels in the environment, never on a command line.
-  std::vector<std::string> env = JobEnv();
-  env.push_back("DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()));
-  env.push_back("DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_);
+  std::vector<std::string> env{
+      "DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()),
+      "DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_};
   codec_exited_ = false;
-  DLCKPT_ASSIGN_OR_RETURN(codec_pid_, Spawn(argv, env, codec_log_));
+  DLCKPT_ASSIGN_OR_RETURN(codec_pid_, LaunchJob(job, codec_log_, env));
   // Wait for the rendezvous, unless the codec job dies first.
   double deadline = Now() + 120;
   for (;;) {
@@ -280,36 +272,25 @@ Status Supervisor::LaunchApp() {
     }
     lib = libdir + "libdlckpt_preload.so:" + libdir + "libdlckpt_api.so";
   }
-  std::vector<std::string> argv = MpiexecCommand(lib);
-  argv.insert(argv.end(), {"-genv", "DLCKPT_JOB", o_.job, "-genv", "DLCKPT_RENDEZVOUS", rendezvous_,
-                           "-genv", "DLCKPT_EVENTS", events_path_, "-genv",
-                           "DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)});
-  if (!o_.compress.empty()) argv.insert(argv.end(), {"-genv", "DLCKPT_COMPRESS", o_.compress});
-  if (!o_.hosts.empty()) {
-    std::vector<std::string> by_rank;
-    for (const auto& [r, node] : placement_) by_rank.push_back(node);
-    argv.insert(argv.end(), {"-hosts", HostList(by_rank), "-n", std::to_string(by_rank.size())});
-    argv.insert(argv.end(), o_.program.begin(), o_.program.end());
-  }
-  // Virtual nodes: one segment per run of consecutive ranks on one node (ranks stay in order).
-  auto it = o_.hosts.empty() ? placement_.begin() : placement_.end();
-  bool first = true;
-  while (it != placement_.end()) {
-    auto end = it;
-    int count = 0;
-    while (end != placement_.end() && end->second == it->second) {
-      ++end;
-      ++count;
+  JobSpec job;
+  job.name = "app";
+  job.virtual_nodes = o_.hosts.empty();
+  job.preload = lib;
+  job.env = {{"DLCKPT_JOB", o_.job},
+             {"DLCKPT_RENDEZVOUS", rendezvous_},
+             {"DLCKPT_EVENTS", events_path_},
+             {"DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)}};
+  if (!o_.compress.empty()) job.env.emplace_back("DLCKPT_COMPRESS", o_.compress);
+  job.program = o_.program;
+  // Ranks stay in order: one segment per run of consecutive ranks on one node.
+  for (const auto& [r, node] : placement_) {
+    if (job.segments.empty() || job.segments.back().first != node) {
+      job.segments.emplace_back(node, 0);
     }
-    if (!first) argv.push_back(":");
-    first = false;
-    argv.insert(argv.end(), {"-n", std::to_string(count), "-env", "DLCKPT_NODE", it->second});
-    argv.insert(argv.end(), o_.program.begin(), o_.program.end());
-    it = end;
+    ++job.segments.back().second;
   }
-  if (o_.verbose) Log("application: " + Join(argv, " "));
   app_initialised_ = false;
-  DLCKPT_ASSIGN_OR_RETURN(app_pid_, Spawn(argv, JobEnv(), ""));
+  DLCKPT_ASSIGN_OR_RETURN(app_pid_, LaunchJob(job, "", {}));
   return Status::OK();
 }
 
@@ -710,6 +691,7 @@ int Supervisor::Run() {
   Status s = Setup();
   if (!s.ok()) {
     Log(s.ToString());
+    if (o_.run_dir.empty() && !run_dir_.empty()) rmdir(run_dir_.c_str());  // ours, if still empty
     return kExitSetup;
   }
   run_start_ = Now();

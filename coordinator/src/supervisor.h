@@ -17,6 +17,7 @@
 #include "dlckpt/heartbeat.h"
 #include "dlckpt/protocol.h"
 #include "dlckpt/recovery.h"
+#include "launch.h"
 #include "run_options.h"
 
 namespace dlckpt::run {
@@ -73,10 +74,10 @@ class Supervisor {
   std::vector<std::string> FreeNodes() const;
   std::string CodecPath() const;
   std::vector<std::string> JobEnv() const;
-  // mpiexec, --mpiexec-args (LD_PRELOAD merged with preload, if given), the launcher.
-  std::vector<std::string> MpiexecCommand(const std::string& preload) const;
-  // "H1:C1,H2:C2,...": runs of equal consecutive nodes, for mpiexec -hosts.
-  static std::string HostList(const std::vector<std::string>& nodes);
+  // Starts `job` with the launcher of --launcher (see launch.h), standard output and
+  // error to `log` ("" = inherited), `extra_env` added to the launcher's environment.
+  Result<pid_t> LaunchJob(const JobSpec& job, const std::string& log,
+                          const std::vector<std::string>& extra_env);
 
   Options o_;
   std::string run_dir_, rendezvous_, events_path_, codec_log_;

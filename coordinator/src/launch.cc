@@ -1,0 +1,161 @@
+#include "launch.h"
+
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+
+namespace dlckpt::run {
+
+std::string HostList(const std::vector<std::string>& nodes) {
+  // Hydra places ranks in order on H:COUNT slots (it has no per-segment -host).
+  std::string out;
+  for (size_t i = 0; i < nodes.size();) {
+    size_t j = i;
+    while (j < nodes.size() && nodes[j] == nodes[i]) ++j;
+    out += (out.empty() ? "" : ",") + nodes[i] + ":" + std::to_string(j - i);
+    i = j;
+  }
+  return out;
+}
+
+namespace {
+
+int Ranks(const JobSpec& job) {
+  int n = 0;
+  for (const auto& s : job.segments) n += s.second;
+  return n;
+}
+
+std::vector<std::string> RankNodes(const JobSpec& job) {
+  std::vector<std::string> out;
+  for (const auto& [node, count] : job.segments) out.insert(out.end(), count, node);
+  return out;
+}
+
+// One word of a --multi-prog line. Slurm splits lines at white space and
+// strips single quotes; it has no escape for a single quote itself.
+Result<std::string> MultiProgWord(const std::string& w) {
+  if (w.find('\'') != std::string::npos || w.find('\n') != std::string::npos) {
+    return Status::InvalidArgument("srun --multi-prog cannot pass the argument '" + w +
+                                   "' (single quote or newline); use --launcher mpiexec");
+  }
+  return "'" + w + "'";
+}
+
+}  // namespace
+
+Launch MpiexecLaunch(const Options& o, const JobSpec& job) {
+  Launch l;
+  l.argv.push_back(o.mpiexec);
+  l.argv.insert(l.argv.end(), o.mpiexec_args.begin(), o.mpiexec_args.end());
+  if (!job.preload.empty()) {
+    // One LD_PRELOAD for the ranks: the job's library first, then any from --mpiexec-args.
+    bool merged = false;
+    for (size_t i = 1; i + 2 < l.argv.size(); ++i) {
+      if (l.argv[i] == "-genv" && l.argv[i + 1] == "LD_PRELOAD") {
+        l.argv[i + 2] = job.preload + ":" + l.argv[i + 2];
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) l.argv.insert(l.argv.end(), {"-genv", "LD_PRELOAD", job.preload});
+  }
+  if (!o.launcher_exec.empty()) {
+    l.argv.insert(l.argv.end(), {"-launcher", "ssh", "-launcher-exec", o.launcher_exec});
+  } else if (job.virtual_nodes) {
+    l.argv.insert(l.argv.end(), {"-launcher", "fork"});
+  }
+  for (const auto& [k, v] : job.env) l.argv.insert(l.argv.end(), {"-genv", k, v});
+  if (!job.virtual_nodes) {
+    l.argv.insert(l.argv.end(), {"-hosts", HostList(RankNodes(job)), "-n", std::to_string(Ranks(job))});
+    l.argv.insert(l.argv.end(), job.program.begin(), job.program.end());
+    return l;
+  }
+  // Virtual nodes: one MPMD segment per run of ranks on one node, named by DLCKPT_NODE.
+  bool first = true;
+  for (const auto& [node, count] : job.segments) {
+    if (!first) l.argv.push_back(":");
+    first = false;
+    l.argv.insert(l.argv.end(), {"-n", std::to_string(count), "-env", "DLCKPT_NODE", node});
+    l.argv.insert(l.argv.end(), job.program.begin(), job.program.end());
+  }
+  return l;
+}
+
+Result<Launch> SrunLaunch(const Options& o, const JobSpec& job, const std::string& dir,
+                          const std::string& this_host) {
+  Launch l;
+  const int n = Ranks(job);
+  const std::string prog_file = dir + "/" + job.name + ".multi-prog";
+  l.argv = {o.srun,
+            "--mpi=pmi2",
+            "--kill-on-bad-exit=1",
+            "--overlap",
+            "--job-name=dlckpt-" + o.job + "-" + job.name,
+            "--ntasks=" + std::to_string(n)};
+  if (job.virtual_nodes) {
+    l.argv.insert(l.argv.end(), {"--nodes=1", "--nodelist=" + this_host, "--overcommit"});
+  } else {
+    const std::string host_file = dir + "/" + job.name + ".hosts";
+    std::string hosts;
+    for (const auto& h : RankNodes(job)) hosts += h + "\n";
+    l.files.emplace_back(host_file, hosts);
+    l.env.push_back("SLURM_HOSTFILE=" + host_file);
+    l.argv.push_back("--distribution=arbitrary");
+  }
+  l.argv.insert(l.argv.end(), o.srun_args.begin(), o.srun_args.end());
+  l.argv.insert(l.argv.end(), {"--multi-prog", prog_file});
+
+  std::string words;
+  for (const auto& w : job.program) {
+    DLCKPT_ASSIGN_OR_RETURN(std::string q, MultiProgWord(w));
+    words += " " + q;
+  }
+  std::string preload;
+  if (!job.preload.empty()) {
+    DLCKPT_ASSIGN_OR_RETURN(preload, MultiProgWord("LD_PRELOAD=" + job.preload));
+    preload = " " + preload;
+  }
+  std::string lines;
+  int rank = 0;
+  if (job.virtual_nodes) {
+    for (const auto& [node, count] : job.segments) {
+      DLCKPT_ASSIGN_OR_RETURN(std::string nv, MultiProgWord("DLCKPT_NODE=" + node));
+      lines += std::to_string(rank) + "-" + std::to_string(rank + count - 1) + " env " + nv + preload + words + "\n";
+      rank += count;
+    }
+  } else {
+    lines = "0-" + std::to_string(n - 1) + " env" + preload + words + "\n";
+  }
+  l.files.emplace_back(prog_file, lines);
+  for (const auto& [k, v] : job.env) l.env.push_back(k + "=" + v);
+  return l;
+}
+
+Result<std::vector<std::string>> SlurmAllocationHosts() {
+  const char* list = std::getenv("SLURM_JOB_NODELIST");
+  if (list == nullptr || *list == '\0') {
+    return Status::NotFound("--hosts slurm: SLURM_JOB_NODELIST is not set (run inside salloc or sbatch)");
+  }
+  std::FILE* p = popen("scontrol show hostnames \"$SLURM_JOB_NODELIST\" 2>&1", "r");
+  if (p == nullptr) return Status::FromErrno(errno, "--hosts slurm: popen scontrol");
+  std::vector<std::string> hosts;
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) {
+    std::string h(buf);
+    while (!h.empty() && (h.back() == '\n' || h.back() == ' ')) h.pop_back();
+    out += h + " ";
+    if (!h.empty()) hosts.push_back(h);
+  }
+  int rc = pclose(p);
+  if (rc != 0) {
+    return Status::Error(ECHILD, "--hosts slurm: scontrol show hostnames " + std::string(list) + " failed: " + out);
+  }
+  if (hosts.empty()) return Status::NotFound("--hosts slurm: SLURM_JOB_NODELIST " + std::string(list) + " is empty");
+  return hosts;
+}
+
+}  // namespace dlckpt::run

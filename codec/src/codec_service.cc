@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -408,11 +409,34 @@ protocol::NodeReport Service::LocalReport() {
 
 // ---- ENCODE ---------------------------------------------------------------------------
 
+namespace {
+
+// Failure injection for dlckpt-run --at phase:encode: DLCKPT_CODEC_HOLD_ENCODE="E:S"
+// makes every codec process wait S seconds after encode-begin of epoch E (0: of
+// every epoch), so that a node killed "during the encode" dies inside it however
+// fast the encode would be. 0 when unset or malformed.
+double EncodeHold(uint64_t epoch) {
+  const char* v = std::getenv("DLCKPT_CODEC_HOLD_ENCODE");
+  if (v == nullptr) return 0;
+  char* end = nullptr;
+  unsigned long long e = std::strtoull(v, &end, 10);
+  if (end == v || *end != ':') return 0;
+  double seconds = std::strtod(end + 1, nullptr);
+  if (!(seconds > 0 && seconds < 3600)) return 0;
+  return (e == 0 || e == epoch) ? seconds : 0;
+}
+
+}  // namespace
+
 protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   double t0 = Now();
   protocol::Done done;
   done.epoch = epoch;
   if (rank_ == 0) events::Emit("codec", "encode-begin " + std::to_string(epoch));
+  if (double hold = EncodeHold(epoch); hold > 0) {
+    struct timespec ts{static_cast<time_t>(hold), static_cast<long>((hold - static_cast<double>(static_cast<time_t>(hold))) * 1e9)};
+    nanosleep(&ts, nullptr);
+  }
   auto finish = [&](const Status& s) {
     done.code = s.code();
     done.message = s.ok() ? "" : s.message();

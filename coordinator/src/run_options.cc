@@ -55,7 +55,8 @@ shared memory):
                           WHEN: checkpoint:E (after checkpoint E), time:T (T s
                           after the first launch), phase:write[:E] (while the
                           application writes checkpoint E), phase:encode[:E]
-                          (while the codec encodes), phase:recover[:N] (during
+                          (while the codec encodes: it holds that encode 1 s +
+                          D so the kill lands inside it), phase:recover[:N] (during
                           the N-th recovery); each may end in +D (D s later)
   --poweroff-node N1[,N2] --at WHEN   power node(s) off: silent first, then
                           dead (no launcher notices; heartbeats must). Virtual

@@ -225,6 +225,15 @@ Status Supervisor::LaunchCodec() {
   std::vector<std::string> env{
       "DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()),
       "DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_};
+  // --at phase:encode: the codec holds that encode long enough for the kill to land
+  // inside it (see DLCKPT_CODEC_HOLD_ENCODE in codec_service.cc).
+  for (size_t i = 0; i < o_.kills.size(); ++i) {
+    const KillSpec& k = o_.kills[i];
+    if (k.at.kind == KillTrigger::kEncode && !kill_done_[i]) {
+      env.push_back("DLCKPT_CODEC_HOLD_ENCODE=" + std::to_string(k.at.epoch) + ":" + Fixed(k.at.delay + 1.0, 3));
+      break;
+    }
+  }
   codec_exited_ = false;
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, LaunchJob(job, codec_log_, env));
   // Wait for the rendezvous, unless the codec job dies first.

@@ -411,10 +411,24 @@ protocol::NodeReport Service::LocalReport() {
 
 namespace {
 
-// Failure injection for dlckpt-run --at phase:encode: DLCKPT_CODEC_HOLD_ENCODE="E:S"
-// makes every codec process wait S seconds after encode-begin of epoch E (0: of
-// every epoch), so that a node killed "during the encode" dies inside it however
-// fast the encode would be. 0 when unset or malformed.
+// Failure injection for dlckpt-run --at phase:encode|phase:recover:
+// DLCKPT_CODEC_HOLD_ENCODE="E:S" makes every codec process wait S seconds after
+// encode-begin of epoch E (0: of every epoch), DLCKPT_CODEC_HOLD_REBUILD="S" after
+// rebuild-begin, so that a node killed "during the encode" or "during the
+// rebuild" dies inside it however fast it would be. 0 when unset or malformed.
+double Hold(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return 0;
+  double seconds = std::strtod(v, nullptr);
+  return (seconds > 0 && seconds < 3600) ? seconds : 0;
+}
+
+void Sleep(double seconds) {
+  struct timespec ts{static_cast<time_t>(seconds),
+                     static_cast<long>((seconds - static_cast<double>(static_cast<time_t>(seconds))) * 1e9)};
+  nanosleep(&ts, nullptr);
+}
+
 double EncodeHold(uint64_t epoch) {
   const char* v = std::getenv("DLCKPT_CODEC_HOLD_ENCODE");
   if (v == nullptr) return 0;
@@ -433,10 +447,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   protocol::Done done;
   done.epoch = epoch;
   if (rank_ == 0) events::Emit("codec", "encode-begin " + std::to_string(epoch));
-  if (double hold = EncodeHold(epoch); hold > 0) {
-    struct timespec ts{static_cast<time_t>(hold), static_cast<long>((hold - static_cast<double>(static_cast<time_t>(hold))) * 1e9)};
-    nanosleep(&ts, nullptr);
-  }
+  if (double hold = EncodeHold(epoch); hold > 0) Sleep(hold);
   auto finish = [&](const Status& s) {
     done.code = s.code();
     done.message = s.ok() ? "" : s.message();
@@ -621,6 +632,7 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
   all = Agree(mine, "recover");
   if (!all.ok()) return finish(all);
   if (rank_ == 0) events::Emit("codec", "rebuild-begin " + std::to_string(e));
+  if (double hold = Hold("DLCKPT_CODEC_HOLD_REBUILD"); hold > 0) Sleep(hold);
 
   // 2. Rebuild, one group at a time, over all codec processes.
   std::map<uint32_t, std::vector<protocol::RebuildTask>> by_group;

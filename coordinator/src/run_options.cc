@@ -55,9 +55,10 @@ shared memory):
                           WHEN: checkpoint:E (after checkpoint E), time:T (T s
                           after the first launch), phase:write[:E] (while the
                           application writes checkpoint E), phase:encode[:E]
-                          (while the codec encodes: it holds that encode 1 s +
-                          D so the kill lands inside it), phase:recover[:N] (during
-                          the N-th recovery); each may end in +D (D s later)
+                          (while the codec encodes), phase:recover[:N] (during
+                          the rebuild of the N-th recovery); each may end in +D
+                          (D s later). For the phases the codec holds that
+                          encode or rebuild 1 s + D, so the kill lands inside it
   --poweroff-node N1[,N2] --at WHEN   power node(s) off: silent first, then
                           dead (no launcher notices; heartbeats must). Virtual
                           nodes: their processes are stopped (SIGSTOP) and their

@@ -234,6 +234,15 @@ Status Supervisor::LaunchCodec() {
       break;
     }
   }
+  // --at phase:recover[:N]: likewise for the rebuild of the N-th recovery.
+  for (size_t i = 0; i < o_.kills.size(); ++i) {
+    const KillSpec& k = o_.kills[i];
+    if (k.at.kind == KillTrigger::kRecover && !kill_done_[i] && in_recovery_ &&
+        recoveries_started_ == k.at.occurrence) {
+      env.push_back("DLCKPT_CODEC_HOLD_REBUILD=" + Fixed(k.at.delay + 1.0, 3));
+      break;
+    }
+  }
   codec_exited_ = false;
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, LaunchJob(job, codec_log_, env));
   // Wait for the rendezvous, unless the codec job dies first.

@@ -134,6 +134,42 @@ Result<Launch> SrunLaunch(const Options& o, const JobSpec& job, const std::strin
   return l;
 }
 
+namespace {
+
+// A Slurm tool beside --srun (same installation), else from PATH.
+std::string SlurmTool(const Options& o, const std::string& tool) {
+  size_t slash = o.srun.rfind('/');
+  return slash == std::string::npos ? tool : o.srun.substr(0, slash + 1) + tool;
+}
+
+}  // namespace
+
+int KillSlurmSteps(const Options& o) {
+  std::string cmd = SlurmTool(o, "squeue") + " --noheader --steps --format='%i %j' 2>/dev/null";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return 0;
+  std::vector<std::string> ids;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) {
+    std::string id, name;
+    std::string line(buf);
+    size_t sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    id = line.substr(0, sp);
+    name = line.substr(sp + 1);
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    if (name != "dlckpt-" + o.job + "-app" && name != "dlckpt-" + o.job + "-codec") continue;
+    if (id.empty() || id.find_first_not_of("0123456789._") != std::string::npos) continue;
+    ids.push_back(id);
+  }
+  pclose(p);
+  for (const auto& id : ids) {
+    std::string kill = SlurmTool(o, "scancel") + " --quiet --signal=KILL " + id + " >/dev/null 2>&1";
+    (void)std::system(kill.c_str());
+  }
+  return static_cast<int>(ids.size());
+}
+
 Result<std::vector<std::string>> SlurmAllocationHosts() {
   const char* list = std::getenv("SLURM_JOB_NODELIST");
   if (list == nullptr || *list == '\0') {

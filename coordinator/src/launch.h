@@ -51,6 +51,14 @@ Launch MpiexecLaunch(const Options& o, const JobSpec& job);
 Result<Launch> SrunLaunch(const Options& o, const JobSpec& job, const std::string& dir,
                           const std::string& this_host);
 
+// Kills, through Slurm, every job step named by SrunLaunch for this dlckpt job
+// (dlckpt-<job>-codec, dlckpt-<job>-app): `scancel --signal=KILL` on the ids
+// `squeue --steps` lists, so the tasks die on every node at once (srun's own
+// SIGTERM path gives them KillWait, 30 s by default, and a relaunch must not
+// meet old ranks still holding their stores). Best effort: returns the number
+// of steps signalled, and says nothing when Slurm is unreachable.
+int KillSlurmSteps(const Options& o);
+
 // The host names of a Slurm allocation: `scontrol show hostnames` of
 // SLURM_JOB_NODELIST (--hosts slurm). ENOENT outside an allocation.
 Result<std::vector<std::string>> SlurmAllocationHosts();

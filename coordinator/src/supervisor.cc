@@ -524,6 +524,10 @@ void Supervisor::TearDownJobs() {
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
   heartbeat_failure_ = false;
   codec_exited_ = false;
+  if (o_.launcher == "srun" && (app_pid_ > 0 || codec_pid_ > 0)) {
+    int n = KillSlurmSteps(o_);
+    if (o_.verbose) Log("killed " + std::to_string(n) + " Slurm step(s) of the job");
+  }
   // On SIGTERM Hydra ends its ranks, then waits for its launchers. A launcher into
   // a powered-off host (ssh to a dead machine) never returns: after 1 s a second
   // SIGTERM makes mpiexec stop waiting for it; SIGKILL after 6 s.

@@ -29,7 +29,7 @@ Result<std::unique_ptr<memfs::Store>> OpenStore(const MountOptions& o, bool* cre
     if (attached.ok()) {
       if (o.create_geometry_given) {
         std::fprintf(stderr,
-                     "dlckpt-fuse: store %s exists; --capacity/--block-size/--max-files ignored\n",
+                     "dlckpt-fuse: store %s exists; --capacity/--block-size/--max-files/--compress ignored\n",
                      o.store.c_str());
       }
       return attached;

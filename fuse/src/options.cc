@@ -74,6 +74,10 @@ a new store (ignored when the store exists):
   --capacity N, -o capacity=N       file data bytes, all epochs (default 256M)
   --block-size N, -o block_size=N   block size (default 64K)
   --max-files N, -o max_files=N     files and directories (default 1024)
+  --compress none|lz4, -o compress=MODE
+                                    LZ4 compression of the checkpoint data
+                                    (default: $DLCKPT_COMPRESS, else none;
+                                    see memfs.h)
 
 mount:
   -f                      stay in the foreground
@@ -120,6 +124,7 @@ struct Parser {
   MountOptions o;
   std::optional<std::string> job, node, rank;
   bool checkpoint_given = false;
+  bool compress_given = false;
 
   // One option given as --name VALUE, --name=VALUE or -o name=VALUE.
   Status Apply(std::string_view name, std::string_view value) {
@@ -150,6 +155,12 @@ struct Parser {
         return Status::InvalidArgument("bad block size '" + v + "' (want 4K to 16M)");
       }
       o.create.block_size = static_cast<uint32_t>(*size);
+      o.create_geometry_given = true;
+    } else if (name == "compress") {
+      auto c = memfs::ParseCompression(v);
+      if (!c.ok()) return Status::InvalidArgument("bad compression '" + v + "' (want none or lz4)");
+      o.create.compression = *c;
+      compress_given = true;
       o.create_geometry_given = true;
     } else if (name == "checkpoint") {
       checkpoint_given = true;
@@ -188,7 +199,7 @@ struct Parser {
       size_t eq = item.find('=');
       std::string_view key = item.substr(0, eq);
       if (key == "store" || key == "job" || key == "node" || key == "rank" || key == "capacity" ||
-          key == "block_size" || key == "max_files" || key == "checkpoint" ||
+          key == "block_size" || key == "max_files" || key == "checkpoint" || key == "compress" ||
           key == "coordinator") {
         if (eq == std::string_view::npos) {
           return Status::InvalidArgument("option -o " + std::string(key) + " needs =VALUE");
@@ -295,6 +306,14 @@ Result<MountOptions> ParseMountArgs(int argc, const char* const* argv,
   std::string rank_text = p.rank ? *p.rank : (env("DLCKPT_RANK") ? env("DLCKPT_RANK") : "0");
   auto rank = ParseCount(p.rank ? "rank" : "rank ($DLCKPT_RANK)", rank_text, INT32_MAX);
   if (!rank.ok()) return rank.status();
+  if (!p.compress_given && env("DLCKPT_COMPRESS")) {
+    auto c = memfs::ParseCompression(env("DLCKPT_COMPRESS"));
+    if (!c.ok()) {
+      return Status::InvalidArgument(std::string("bad $DLCKPT_COMPRESS '") + env("DLCKPT_COMPRESS") +
+                                     "' (want none or lz4)");
+    }
+    o.create.compression = *c;
+  }
   o.create.job = job;
   o.create.node = node;
   o.create.rank = static_cast<int>(*rank);

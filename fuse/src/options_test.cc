@@ -81,6 +81,24 @@ TEST(MountArgs, GeometryAndFuseOptions) {
   EXPECT_TRUE(o->foreground);
   EXPECT_EQ(o->cache, CacheMode::kAuto);
   EXPECT_FALSE(o->create_geometry_given);
+  auto c = Parse({"/mnt", "--store", "s"});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->create.compression, memfs::Compression::kNone);
+  c = Parse({"/mnt", "--store", "s", "-o", "compress=lz4"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->create.compression, memfs::Compression::kLz4);
+  Env lz4;
+  lz4.vars = {{"DLCKPT_COMPRESS", "lz4"}};
+  c = Parse({"/mnt", "--store", "s"}, &lz4);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->create.compression, memfs::Compression::kLz4);
+  c = Parse({"/mnt", "--store", "s", "--compress", "none"}, &lz4);  // the option wins
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->create.compression, memfs::Compression::kNone);
+  Env bad;
+  bad.vars = {{"DLCKPT_COMPRESS", "zip"}};
+  EXPECT_NE(Parse({"/mnt", "--store", "s"}, &bad).status().message().find("$DLCKPT_COMPRESS 'zip'"),
+            std::string::npos);
 }
 
 TEST(MountArgs, HelpAndVersionNeedNothingElse) {
@@ -115,6 +133,7 @@ TEST(MountArgs, BadInputNamesTheArgument) {
       {{"/mnt", "--store", "s", "-o"}, "-o needs a value"},
       {{"/mnt", "--store", "s", "-o", "capacity"}, "-o capacity needs =VALUE"},
       {{"/mnt", "--store", "s", "-o", "cache=none"}, "bad -o cache='none'"},
+      {{"/mnt", "--store", "s", "--compress", "gzip"}, "bad compression 'gzip'"},
   };
   for (const auto& c : cases) {
     auto o = Parse(c.args);

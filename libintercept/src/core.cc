@@ -242,11 +242,15 @@ Result<Resolved> ResolveConfig() {
   r.options.capacity = capacity;
   r.options.block_size = static_cast<uint32_t>(block);
   // Compression of the store's data (memfs.h, "Compression").
-  auto compression = memfs::ParseCompression(EnvOr("DLCKPT_COMPRESS", "none"));
-  if (!compression.ok()) return compression.status().Prefixed("DLCKPT_COMPRESS");
+  auto compression = memfs::ParseCompression(c.compress.empty() ? EnvOr("DLCKPT_COMPRESS", "none") : c.compress);
+  if (!compression.ok()) {
+    return compression.status().Prefixed(c.compress.empty() ? "DLCKPT_COMPRESS" : "StoreConfig::compress");
+  }
   r.options.compression = *compression;
   std::string threshold = EnvOr("DLCKPT_COMPRESS_THRESHOLD", "");
-  if (!threshold.empty()) {
+  if (c.compress_threshold >= 0) {
+    r.options.compress_threshold = c.compress_threshold;
+  } else if (!threshold.empty()) {
     char* end = nullptr;
     r.options.compress_threshold = std::strtod(threshold.c_str(), &end);
     if (*end != '\0') {
@@ -254,7 +258,9 @@ Result<Resolved> ResolveConfig() {
     }
   }
   std::string chunk = EnvOr("DLCKPT_COMPRESS_CHUNK", "");
-  if (!chunk.empty()) {
+  if (c.compress_chunk_size != 0) {
+    r.options.chunk_size = c.compress_chunk_size;
+  } else if (!chunk.empty()) {
     auto parsed = ParseSize(chunk);
     if (!parsed.ok()) return parsed.status().Prefixed("DLCKPT_COMPRESS_CHUNK");
     if (*parsed > UINT32_MAX) return Status::InvalidArgument("DLCKPT_COMPRESS_CHUNK: too large");

@@ -450,5 +450,26 @@ TEST_F(CoreTest, ConfigureRefusesToSwitchAttachedStore) {
   EXPECT_EQ(*n, name_);
 }
 
+TEST_F(CoreTest, ConfigureSetsCompressionOfANewStore) {
+  StoreConfig c;
+  c.store_name = name_;
+  c.capacity = 4 << 20;
+  c.compress = "lz4";
+  c.compress_threshold = 0.5;
+  c.compress_chunk_size = 256 << 10;
+  ASSERT_TRUE(Configure(c).ok());
+  auto s = ProcessStore();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->stats().compression, memfs::Compression::kLz4);
+  EXPECT_EQ((*s)->stats().chunk_size, 256u << 10);
+  EXPECT_DOUBLE_EQ((*s)->stats().compress_threshold, 0.5);
+  ASSERT_TRUE(DetachStore().ok());
+  (void)memfs::Store::Destroy(name_);
+  c.compress = "zip";
+  Status bad = Configure(c);  // refused at once; the previous settings stay
+  EXPECT_EQ(bad.code(), EINVAL);
+  EXPECT_NE(bad.ToString().find("StoreConfig::compress"), std::string::npos) << bad.ToString();
+}
+
 }  // namespace
 }  // namespace dlckpt::intercept

@@ -79,7 +79,7 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
-KillWait=2
+KillWait=30
 $2
 PartitionName=test Nodes=$3 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:64
 EOC

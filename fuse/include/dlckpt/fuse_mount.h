@@ -110,7 +110,7 @@ struct MountOptions {
   // Used when the store does not exist yet (capacity, block size, max files,
   // and the identity job/node/rank recorded in it).
   memfs::StoreOptions create;
-  bool create_geometry_given = false;  // --capacity/--block-size/--max-files
+  bool create_geometry_given = false;  // --capacity/--block-size/--max-files/--compress
   bool foreground = false;            // -f
   bool debug = false;                 // -d (implies -f)
   bool single_thread = false;         // -s

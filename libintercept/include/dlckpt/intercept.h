@@ -67,6 +67,12 @@ struct StoreConfig {
   int rank = -1;
   uint64_t capacity = 0;    // bytes; used only when the store is created
   uint32_t block_size = 0;  // bytes; used only when the store is created
+  // Compression of a store this process creates: "" = $DLCKPT_COMPRESS, else
+  // "none" or "lz4"; threshold < 0 and chunk_size 0 = their environment
+  // variables (memfs.h, "Compression"). Ignored for an existing store.
+  std::string compress;
+  double compress_threshold = -1;
+  uint32_t compress_chunk_size = 0;
 };
 
 // Sets the configuration for the store this process attaches next. If a store

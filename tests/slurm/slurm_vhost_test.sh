@@ -43,7 +43,9 @@ ref=$(DLCKPT_JOB="${job}ref" UCX_TLS=self,sm timeout -k 5 120 mpiexec -launcher 
 rm -f /dev/shm/dlckpt."${job}ref".*
 [ -n "$ref" ] || fail "the failure-free run printed no checksum"
 
-"$VH" up --name "$P" -n 5 --owner $$ >/dev/null || fail "dlckpt-vhost up failed"
+tmp_opt=()
+case "$(cd "$bin" && pwd)/" in /tmp/*) tmp_opt=(--shared-tmp) ;; esac  # a build tree in /tmp
+"$VH" up --name "$P" -n 5 --owner $$ "${tmp_opt[@]}" >/dev/null || fail "dlckpt-vhost up failed"
 head=$("$VH" head --name "$P")
 net=${head%.*}
 nodes=()

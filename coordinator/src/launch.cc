@@ -163,8 +163,12 @@ int KillSlurmSteps(const Options& o) {
     ids.push_back(id);
   }
   pclose(p);
+  // scancel returns only once slurmctld has heard from every node of the step, a
+  // dead one included (about 12 s here): the signals go out at once, so run them
+  // in the background, bounded, and let the caller go on.
   for (const auto& id : ids) {
-    std::string kill = SlurmTool(o, "scancel") + " --quiet --signal=KILL " + id + " >/dev/null 2>&1";
+    std::string kill = "(timeout -k 1 30 " + SlurmTool(o, "scancel") + " --quiet --signal=KILL " + id +
+                       " >/dev/null 2>&1 &)";
     (void)std::system(kill.c_str());
   }
   return static_cast<int>(ids.size());

@@ -55,8 +55,10 @@ Result<Launch> SrunLaunch(const Options& o, const JobSpec& job, const std::strin
 // (dlckpt-<job>-codec, dlckpt-<job>-app): `scancel --signal=KILL` on the ids
 // `squeue --steps` lists, so the tasks die on every node at once (srun's own
 // SIGTERM path gives them KillWait, 30 s by default, and a relaunch must not
-// meet old ranks still holding their stores). Best effort: returns the number
-// of steps signalled, and says nothing when Slurm is unreachable.
+// meet old ranks still holding their stores). The scancels run in the
+// background (one may take seconds when a node of the step is dead). Best
+// effort: returns the number of steps signalled, and says nothing when Slurm is
+// unreachable.
 int KillSlurmSteps(const Options& o);
 
 // The host names of a Slurm allocation: `scontrol show hostnames` of

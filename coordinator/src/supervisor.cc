@@ -524,9 +524,14 @@ void Supervisor::TearDownJobs() {
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
   heartbeat_failure_ = false;
   codec_exited_ = false;
+  // srun: the steps' tasks are killed through Slurm on every node at once; srun itself
+  // then only waits for a dead node's step daemon (KillWait), so it is killed after 1.5 s.
+  double kill_after = 6;
   if (o_.launcher == "srun" && (app_pid_ > 0 || codec_pid_ > 0)) {
+    double t0 = Now();
     int n = KillSlurmSteps(o_);
-    if (o_.verbose) Log("killed " + std::to_string(n) + " Slurm step(s) of the job");
+    if (n > 0) kill_after = 1.5;
+    if (o_.verbose) Log("killed " + std::to_string(n) + " Slurm step(s) of the job in " + Fixed(Now() - t0) + " s");
   }
   // On SIGTERM Hydra ends its ranks, then waits for its launchers. A launcher into
   // a powered-off host (ssh to a dead machine) never returns: after 1 s a second
@@ -550,7 +555,7 @@ void Supervisor::TearDownJobs() {
         if (*pid > 0) kill(*pid, SIGTERM);
       }
     }
-    if (waited > 6) {
+    if (waited > kill_after) {
       for (pid_t* pid : {&app_pid_, &codec_pid_}) {
         if (*pid > 0) kill(*pid, SIGKILL);
         if (*pid > 0) WaitExit(*pid, 5, nullptr);

@@ -64,7 +64,7 @@ t=$SECONDS
 timeout -k 5 240 salloc --quiet -N 5 --no-kill \
   "$bin/dlckpt-run" --job "$job" --run-dir "$cluster/run" --timeout 180 --launcher srun --hosts slurm \
   --nodes 4 --spares 1 --heartbeat-address "$head" --kill-command "$VH {how} {node}" \
-  --srun-args "--export=ALL,LD_PRELOAD=$fix" --kill-node "$P-1" --at checkpoint:3 -- "${app[@]}" \
+  --srun-args "--export=ALL,LD_PRELOAD=$fix" --kill-node "$P-1" --at checkpoint:3 ${DLCKPT_TEST_VERBOSE:+-v} -- "${app[@]}" \
   >"$out" 2>&1 </dev/null
 rc=$?
 echo "dlckpt-run exited $rc after $((SECONDS - t)) s"
@@ -75,5 +75,6 @@ grep -q "hosts of the Slurm allocation: $P-0,$P-1,$P-2,$P-3,$P-4" "$out" || fail
 grep -q "recovery 1: restore epoch 3; lost node(s) $P-1; rebuild group 0 member $P-1 on $P-4" "$out" ||
   fail "no rebuild of $P-1 on $P-4"
 grep -q "restarted from iteration" "$out" || fail "the application did not restart from a checkpoint"
+[ -n "${DLCKPT_TEST_VERBOSE:-}" ] && grep -v "event:" "$out"
 grep -E "^dlckpt-run: (killing|recovery|  )|^METRIC" "$out"
 echo "slurm_vhost_test: ok"

@@ -28,8 +28,9 @@ layout:
                           DLCKPT_COMPRESS for the ranks; see memfs.h)
   --hosts H1,H2,...       use these hosts (first N data, then spares) instead of
                           virtual nodes; node identity is the host name; ranks
-                          are placed with mpiexec -hosts H:COUNT,...; --run-dir
-                          must then be visible on every host
+                          are placed in order (mpiexec -hosts H:COUNT,...; srun
+                          --distribution=arbitrary); --run-dir must then be
+                          visible on every host
                           --hosts slurm: the hosts of the Slurm allocation
                           (SLURM_JOB_NODELIST), the first N + S of them
   --launcher mpiexec|srun launch both jobs with Hydra's mpiexec (default) or

@@ -35,25 +35,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_mpi.h"
+
 namespace {
 
+using dlckpt::bench::Barrier;
+using dlckpt::bench::WaitRequest;
+
 int g_rank = 0, g_size = 1;
-
-void WaitRequest(MPI_Request* req) {
-  int done = 0;
-  MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  while (!done) {
-    struct timespec ts{0, 20 * 1000};
-    nanosleep(&ts, nullptr);
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  }
-}
-
-void Barrier() {
-  MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  WaitRequest(&req);
-}
 
 // 64-byte aligned, pre-touched buffer.
 struct Buffer {

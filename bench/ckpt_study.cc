@@ -41,25 +41,15 @@
 #include "dlckpt/dlckpt.h"
 #include "dlckpt/events.h"
 
+#include "bench_mpi.h"
+
 namespace {
 
+using dlckpt::bench::Barrier;
+using dlckpt::bench::WaitRequest;
+using dlckpt::bench::Mix;
+
 int g_rank = 0, g_size = 1;
-
-void WaitRequest(MPI_Request* req) {
-  int done = 0;
-  MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  while (!done) {
-    struct timespec ts{0, 20 * 1000};
-    nanosleep(&ts, nullptr);
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  }
-}
-
-void Barrier() {
-  MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  WaitRequest(&req);
-}
 
 double Reduce(double v, MPI_Op op) {
   double out = 0;
@@ -73,15 +63,6 @@ double Reduce(double v, MPI_Op op) {
   std::fprintf(stderr, "dlckpt-bench-ckpt: rank %d: %s\n", g_rank, what.c_str());
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);
-}
-
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
 }
 
 struct Args {

@@ -41,28 +41,18 @@
 #include "dlckpt/memfs.h"
 #include "ior.h"
 
+#include "bench_mpi.h"
+
 using namespace dlckpt;
 using namespace dlckpt::ior;
 
 namespace {
 
+using dlckpt::bench::Barrier;
+using dlckpt::bench::WaitRequest;
+using dlckpt::bench::Mix;
+
 int g_rank = 0, g_size = 1;
-
-void WaitRequest(MPI_Request* req) {
-  int done = 0;
-  MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  while (!done) {
-    struct timespec ts{0, 20 * 1000};
-    nanosleep(&ts, nullptr);
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  }
-}
-
-void Barrier() {
-  MPI_Request req;
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  WaitRequest(&req);
-}
 
 template <class T>
 T AllReduce(T v, MPI_Datatype type, MPI_Op op) {
@@ -79,15 +69,6 @@ bool Agree(const Status& s) {
   int bad = AllReduce<int>(s.ok() ? 0 : 1, MPI_INT, MPI_MAX);
   if (!s.ok()) std::fprintf(stderr, "dlckpt-ior: rank %d: %s\n", g_rank, s.ToString().c_str());
   return bad == 0;
-}
-
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
 }
 
 // The data of `owner`'s file in repetition `rep`: one transfer-sized pattern

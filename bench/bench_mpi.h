@@ -1,0 +1,45 @@
+// Helpers shared by the MPI benchmark programs (dlckpt-ior, dlckpt-bench-ckpt,
+// dlckpt-bench-ckpt-baselines). Header-only; not thread-safe beyond what MPI is.
+#ifndef DLCKPT_BENCH_BENCH_MPI_H_
+#define DLCKPT_BENCH_BENCH_MPI_H_
+
+#include <mpi.h>
+#include <time.h>
+
+#include <cstdint>
+
+namespace dlckpt::bench {
+
+// Completes `req`, testing every 20 µs and sleeping in between: ranks
+// oversubscribe the cores here, and a spinning MPI_Wait would take the CPU
+// from the ranks it waits for (DESIGN.md: busy-polling).
+inline void WaitRequest(MPI_Request* req) {
+  int done = 0;
+  MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  while (!done) {
+    struct timespec ts{0, 20 * 1000};
+    nanosleep(&ts, nullptr);
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+  }
+}
+
+// A barrier of MPI_COMM_WORLD that waits as WaitRequest does.
+inline void Barrier() {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  WaitRequest(&req);
+}
+
+// A 64-bit mixing function (splitmix64's finaliser): deterministic test data.
+inline uint64_t Mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+}  // namespace dlckpt::bench
+
+#endif  // DLCKPT_BENCH_BENCH_MPI_H_

@@ -34,6 +34,14 @@ int AcquireForPath(StoreRef* ref, bool create) {
   return e == ENOENT ? 0 : e;
 }
 
+// Lookup for operations on an existing entry: 0 with `out` a file or a
+// directory, ENOENT when nothing is there, or another errno.
+int LookupExisting(memfs::Store* store, const std::string& p, Entry* out) {
+  int e = Lookup(store, p, out);
+  if (e == 0 && out->type == Entry::Type::kNone) e = ENOENT;
+  return e;
+}
+
 bool IsRootOrAncestor(const std::string& p) {
   return P().prefixes.IsRoot(p) || P().prefixes.IsAncestor(p);
 }
@@ -108,11 +116,7 @@ int dlckpt_ic_stat(int dirfd, const char* path, struct stat* st, int flags, int*
     StoreRef ref;
     if ((err = AcquireForPath(&ref, false)) != 0) return -1;
     Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
+    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
     FillStat(ent.info, st);
     return 0;
   });
@@ -140,11 +144,7 @@ int dlckpt_ic_statx(int dirfd, const char* path, int flags, unsigned mask, struc
     StoreRef ref;
     if ((err = AcquireForPath(&ref, false)) != 0) return -1;
     Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
+    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
     FillStatx(ent.info, stx);
     return 0;
   });
@@ -156,11 +156,7 @@ int dlckpt_ic_access(int dirfd, const char* path, int mode, int flags, int* out)
     StoreRef ref;
     if ((err = AcquireForPath(&ref, false)) != 0) return -1;
     Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
+    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
     if ((mode & X_OK) && !(ent.info.mode & 0111)) {
       err = EACCES;
       return -1;
@@ -270,11 +266,7 @@ int dlckpt_ic_truncate(const char* path, off_t len, int* out) {
     StoreRef ref;
     if ((err = AcquireForPath(&ref, false)) != 0) return -1;
     Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
+    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
     if (ent.type == Entry::Type::kDir) {
       err = EISDIR;
       return -1;
@@ -292,11 +284,7 @@ int dlckpt_ic_chmod(int dirfd, const char* path, mode_t mode, int flags, int* ou
     StoreRef ref;
     if ((err = AcquireForPath(&ref, false)) != 0) return -1;
     Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
+    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
     return 0;  // accepted, not recorded (see README)
   });
 }
@@ -482,11 +470,7 @@ int OnExisting(int dirfd, const char* path, int* out, Op&& op) {
     StoreRef ref;
     if ((err = AcquireForPath(&ref, false)) != 0) return -1;
     Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
-      return -1;
-    }
+    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
     return op(ent, err);
   });
 }

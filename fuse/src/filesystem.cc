@@ -747,23 +747,14 @@ void Filesystem::Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode
 }
 
 void Filesystem::Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  if (IsReserved(parent, name)) {
-    fuse_reply_err(req, EPERM);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto path = ChildPathLocked(parent, name);
-  if (!path.ok()) return ReplyError(req, path.status());
-  auto info = store_->Stat(*path);
-  if (!info.ok()) return ReplyError(req, info.status());
-  Status s = store_->Unlink(*path);
-  if (!s.ok()) return ReplyError(req, s);
-  inodes_.Unlinked(NodeIdOf(info->ino));
-  DropOverlayIfGoneLocked(info->ino, true);
-  fuse_reply_err(req, 0);
+  RemoveChild(req, parent, name, /*dir=*/false);
 }
 
 void Filesystem::Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  RemoveChild(req, parent, name, /*dir=*/true);
+}
+
+void Filesystem::RemoveChild(fuse_req_t req, fuse_ino_t parent, const char* name, bool dir) {
   if (IsReserved(parent, name)) {
     fuse_reply_err(req, EPERM);
     return;
@@ -773,7 +764,7 @@ void Filesystem::Rmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
   if (!path.ok()) return ReplyError(req, path.status());
   auto info = store_->Stat(*path);
   if (!info.ok()) return ReplyError(req, info.status());
-  Status s = store_->Rmdir(*path);
+  Status s = dir ? store_->Rmdir(*path) : store_->Unlink(*path);
   if (!s.ok()) return ReplyError(req, s);
   inodes_.Unlinked(NodeIdOf(info->ino));
   DropOverlayIfGoneLocked(info->ino, true);

@@ -107,6 +107,8 @@ class Filesystem final {
 
   // The store path of child `name` of directory node `parent`: ENOENT if the
   // node is unknown or unlinked, ENAMETOOLONG if too long.
+  // Unlink (dir false) or Rmdir (dir true) of parent/name, answering `req`.
+  void RemoveChild(fuse_req_t req, fuse_ino_t parent, const char* name, bool dir);
   Result<std::string> ChildPathLocked(fuse_ino_t parent, const char* name);
   // The store entry behind node `ino` (by path, or by descriptor once
   // unlinked); ESTALE if the table disagrees with the store.

@@ -225,22 +225,20 @@ Status Supervisor::LaunchCodec() {
   std::vector<std::string> env{
       "DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()),
       "DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_};
-  // --at phase:encode: the codec holds that encode long enough for the kill to land
-  // inside it (see DLCKPT_CODEC_HOLD_ENCODE in codec_service.cc).
+  // --at phase:encode / phase:recover[:N]: the codec holds that encode, or the
+  // rebuild of the N-th recovery, long enough for the kill to land inside it (see
+  // DLCKPT_CODEC_HOLD_ENCODE / _REBUILD in codec_service.cc). The first such kill counts.
+  bool hold_encode = false, hold_rebuild = false;
   for (size_t i = 0; i < o_.kills.size(); ++i) {
     const KillSpec& k = o_.kills[i];
-    if (k.at.kind == KillTrigger::kEncode && !kill_done_[i]) {
+    if (kill_done_[i]) continue;
+    if (k.at.kind == KillTrigger::kEncode && !hold_encode) {
       env.push_back("DLCKPT_CODEC_HOLD_ENCODE=" + std::to_string(k.at.epoch) + ":" + Fixed(k.at.delay + 1.0, 3));
-      break;
-    }
-  }
-  // --at phase:recover[:N]: likewise for the rebuild of the N-th recovery.
-  for (size_t i = 0; i < o_.kills.size(); ++i) {
-    const KillSpec& k = o_.kills[i];
-    if (k.at.kind == KillTrigger::kRecover && !kill_done_[i] && in_recovery_ &&
-        recoveries_started_ == k.at.occurrence) {
+      hold_encode = true;
+    } else if (k.at.kind == KillTrigger::kRecover && !hold_rebuild && in_recovery_ &&
+               recoveries_started_ == k.at.occurrence) {
       env.push_back("DLCKPT_CODEC_HOLD_REBUILD=" + Fixed(k.at.delay + 1.0, 3));
-      break;
+      hold_rebuild = true;
     }
   }
   codec_exited_ = false;

@@ -4,24 +4,17 @@
 #define DLCKPT_BENCH_BENCH_MPI_H_
 
 #include <mpi.h>
-#include <time.h>
 
 #include <cstdint>
 
+#include "dlckpt/base/mpi_wait.h"
+
 namespace dlckpt::bench {
 
-// Completes `req`, testing every 20 µs and sleeping in between: ranks
+// Completes `req` without spinning (dlckpt/base/mpi_wait.h): ranks
 // oversubscribe the cores here, and a spinning MPI_Wait would take the CPU
-// from the ranks it waits for (DESIGN.md: busy-polling).
-inline void WaitRequest(MPI_Request* req) {
-  int done = 0;
-  MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  while (!done) {
-    struct timespec ts{0, 20 * 1000};
-    nanosleep(&ts, nullptr);
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-  }
-}
+// from the ranks it waits for (docs/design.md: busy-polling).
+inline void WaitRequest(MPI_Request* req) { (void)dlckpt_mpi_wait(req); }
 
 // A barrier of MPI_COMM_WORLD that waits as WaitRequest does.
 inline void Barrier() {

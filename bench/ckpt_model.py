@@ -575,6 +575,11 @@ def plots(raw, rows, recs, out):
         if r["config"] not in configs:
             configs.append(r["config"])
 
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, name), dpi=110)
+        plt.close(fig)
+
     # checkpoint time split
     fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 4), squeeze=False)
     for ax, s in zip(axes[0], sizes):
@@ -598,9 +603,7 @@ def plots(raw, rows, recs, out):
         ax.set_ylabel("checkpoint time (s)")
     axes[0][0].legend()
     fig.suptitle("dlckpt checkpoint time, split (%s)" % where, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "ckpt_time.png"), dpi=110)
-    plt.close(fig)
+    save(fig, "ckpt_time.png")
 
     # aggregate throughput against tmpfs and disk writes of the same ranks
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -626,9 +629,7 @@ def plots(raw, rows, recs, out):
     ax.set_ylabel("aggregate GB/s (write + encode)")
     ax.set_title("dlckpt checkpoint throughput (%s)" % where, fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "ckpt_throughput.png"), dpi=110)
-    plt.close(fig)
+    save(fig, "ckpt_throughput.png")
 
     if recs:
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -641,9 +642,7 @@ def plots(raw, rows, recs, out):
         ax.set_ylabel("seconds")
         ax.set_title("dlckpt recovery after a node loss (%s)" % where, fontsize=9)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, "recovery.png"), dpi=110)
-        plt.close(fig)
+        save(fig, "recovery.png")
 
     fig, ax = plt.subplots(figsize=(5, 5))
     meas = [r["total"] for r in rows]
@@ -664,9 +663,7 @@ def plots(raw, rows, recs, out):
     ax.set_ylim(0, top)
     ax.legend(fontsize=8)
     ax.set_title("model vs measurement (dotted: +-20 %%)\n%s" % where, fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "model.png"), dpi=110)
-    plt.close(fig)
+    save(fig, "model.png")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "dlckpt/dlckpt.h"
-#include "dlckpt/events.h"
+#include "dlckpt/base/events.h"
 
 #include "bench_mpi.h"
 

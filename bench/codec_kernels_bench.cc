@@ -20,9 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/erasure.h"
+#include "dlckpt/codec/erasure.h"
 
 using dlckpt::codec::Combination;
+using dlckpt::codec::DecodePlan;
 using dlckpt::codec::ErasureCode;
 using dlckpt::codec::Scheme;
 
@@ -61,7 +62,13 @@ std::vector<std::span<uint8_t>> Out(Buffers& b, int from, int count, size_t len)
   return v;
 }
 
-void SetBytes(benchmark::State& state, size_t bytes) {
+// Runs body() once per benchmark iteration; each iteration processes `bytes`.
+template <typename F>
+void Time(benchmark::State& state, size_t bytes, F body) {
+  for (auto _ : state) {
+    body();
+    benchmark::ClobberMemory();
+  }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
 }
 
@@ -81,21 +88,17 @@ void OursEncode(benchmark::State& state, Scheme scheme, int k) {
   Buffers b(kN + k, kLen);
   auto in = In(b, 0, kN, kLen);
   auto out = Out(b, kN, k, kLen);
-  for (auto _ : state) {
+  Time(state, kN * kLen, [&] {
     if (!code->Encode(in, out).ok()) state.SkipWithError("encode failed");
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kN * kLen);
+  });
 }
 
 void RawXorEncode(benchmark::State& state) {
   Buffers b(kN + 1, kLen);
   std::vector<void*> array(b.ptrs.begin(), b.ptrs.end());
-  for (auto _ : state) {
+  Time(state, kN * kLen, [&] {
     xor_gen(kN + 1, static_cast<int>(kLen), array.data());
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kN * kLen);
+  });
 }
 
 void RawRsEncode(benchmark::State& state, int k) {
@@ -103,52 +106,51 @@ void RawRsEncode(benchmark::State& state, int k) {
   std::vector<uint8_t> matrix((kN + k) * kN), tables(32 * kN * k);
   gf_gen_cauchy1_matrix(matrix.data(), kN + k, kN);
   ec_init_tables(kN, k, matrix.data() + kN * kN, tables.data());
-  for (auto _ : state) {
+  Time(state, kN * kLen, [&] {
     ec_encode_data(static_cast<int>(kLen), kN, k, tables.data(), b.ptrs.data(),
                    b.ptrs.data() + kN);
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kN * kLen);
+  });
 }
 
 // ---- whole-stripe decode of k lost data chunks
 
-void OursDecode(benchmark::State& state, int k) {
-  auto code = Code(Scheme::kReedSolomon, kN, k);
-  Buffers b(kN + k + k, kLen);
-  std::vector<int> lost;
-  for (int i = 0; i < k; ++i) lost.push_back(i * 3);
-  auto plan = code->PlanDecode(lost);
-  if (!plan.ok()) std::exit(1);
-  auto chunks = In(b, 0, kN + k, kLen);
-  auto out = Out(b, kN + k, k, kLen);
-  for (auto _ : state) {
-    if (!code->Decode(**plan, chunks, out).ok()) state.SkipWithError("decode failed");
-    benchmark::ClobberMemory();
+// A Reed-Solomon stripe whose data chunks 0, 3, 6, ... (k of them) are lost,
+// and the codec's plan to rebuild them.
+struct LostChunks {
+  explicit LostChunks(int k) : code(Code(Scheme::kReedSolomon, kN, k)), b(kN + k + k, kLen) {
+    std::vector<int> lost;
+    for (int i = 0; i < k; ++i) lost.push_back(i * 3);
+    auto p = code->PlanDecode(lost);
+    if (!p.ok()) std::exit(1);
+    plan = *p;
   }
-  SetBytes(state, kN * kLen);
+  std::shared_ptr<const ErasureCode> code;
+  Buffers b;
+  std::shared_ptr<const DecodePlan> plan;
+};
+
+void OursDecode(benchmark::State& state, int k) {
+  LostChunks x(k);
+  auto chunks = In(x.b, 0, kN + k, kLen);
+  auto out = Out(x.b, kN + k, k, kLen);
+  Time(state, kN * kLen, [&] {
+    if (!x.code->Decode(*x.plan, chunks, out).ok()) state.SkipWithError("decode failed");
+  });
 }
 
 void RawDecode(benchmark::State& state, int k) {
-  auto code = Code(Scheme::kReedSolomon, kN, k);
-  Buffers b(kN + k + k, kLen);
-  std::vector<int> lost;
-  for (int i = 0; i < k; ++i) lost.push_back(i * 3);
-  auto plan = code->PlanDecode(lost);  // same coefficients, tables built here
-  if (!plan.ok()) std::exit(1);
-  const Combination& c = *(*plan)->combination;
+  LostChunks x(k);  // same coefficients, tables built here
+  const Combination& c = *x.plan->combination;
   std::vector<uint8_t> coef, tables(32 * kN * k);
   for (int j = 0; j < k; ++j)
     for (int i = 0; i < kN; ++i) coef.push_back(c.coefficient(j, i));
   ec_init_tables(kN, k, coef.data(), tables.data());
   std::vector<uint8_t*> srcs;
-  for (int s : (*plan)->sources) srcs.push_back(b.ptrs[s]);
-  for (auto _ : state) {
+  for (int s : x.plan->sources) srcs.push_back(x.b.ptrs[s]);
+  Time(state, kN * kLen, [&] {
     ec_encode_data(static_cast<int>(kLen), kN, k, tables.data(), srcs.data(),
-                   b.ptrs.data() + kN + k);
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kN * kLen);
+                   x.b.ptrs.data() + kN + k);
+  });
 }
 
 // ---- one source's contribution (what the transport runs per chunk)
@@ -157,21 +159,17 @@ void OursAccumulate(benchmark::State& state, Scheme scheme, int k) {
   auto code = Code(scheme, kN, k);
   Buffers b(1 + k, kLen);
   std::vector<uint8_t*> outs(b.ptrs.begin() + 1, b.ptrs.end());
-  for (auto _ : state) {
+  Time(state, kLen, [&] {
     code->encoder()->Accumulate(3, b.ptrs[0], kLen, outs);
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kLen);
+  });
 }
 
 void RawXorAccumulate(benchmark::State& state) {
   Buffers b(2, kLen);
   void* array[3] = {b.ptrs[1], b.ptrs[0], b.ptrs[1]};
-  for (auto _ : state) {
+  Time(state, kLen, [&] {
     xor_gen(3, static_cast<int>(kLen), array);
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kLen);
+  });
 }
 
 void RawRsAccumulate(benchmark::State& state, int k) {
@@ -179,23 +177,19 @@ void RawRsAccumulate(benchmark::State& state, int k) {
   std::vector<uint8_t> matrix((kN + k) * kN), tables(32 * kN * k);
   gf_gen_cauchy1_matrix(matrix.data(), kN + k, kN);
   ec_init_tables(kN, k, matrix.data() + kN * kN, tables.data());
-  for (auto _ : state) {
+  Time(state, kLen, [&] {
     ec_encode_data_update(static_cast<int>(kLen), kN, k, 3, tables.data(), b.ptrs[0],
                           b.ptrs.data() + 1);
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kLen);
+  });
 }
 
 void OursSet(benchmark::State& state, int k) {
   auto code = Code(Scheme::kReedSolomon, kN, k);
   Buffers b(1 + k, kLen);
   std::vector<uint8_t*> outs(b.ptrs.begin() + 1, b.ptrs.end());
-  for (auto _ : state) {
+  Time(state, kLen, [&] {
     code->encoder()->Set(3, b.ptrs[0], kLen, outs);
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kLen);
+  });
 }
 
 void RawSet(benchmark::State& state, int k) {
@@ -204,11 +198,9 @@ void RawSet(benchmark::State& state, int k) {
   gf_gen_cauchy1_matrix(matrix.data(), kN + k, kN);
   for (int j = 0; j < k; ++j) column[j] = matrix[(kN + j) * kN + 3];
   ec_init_tables(1, k, column.data(), tables.data());
-  for (auto _ : state) {
+  Time(state, kLen, [&] {
     ec_encode_data(static_cast<int>(kLen), 1, k, tables.data(), b.ptrs.data(), b.ptrs.data() + 1);
-    benchmark::ClobberMemory();
-  }
-  SetBytes(state, kLen);
+  });
 }
 
 // Keeps the best time per iteration of every benchmark run.

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/names.h"
+
 namespace {
 
 constexpr size_t kFileBytes = 64 << 20;
@@ -62,7 +64,7 @@ int main(int argc, char** argv) {
     }
   }
   // A store of our own (removed at the end), unless the caller chose one.
-  std::string store = "/dlckpt.bench" + std::to_string(getpid()) + ".n0.r0";
+  std::string store = *dlckpt::StoreName("bench" + std::to_string(getpid()), "n0", 0);
   setenv("DLCKPT_STORE", store.c_str(), 0);
   setenv("DLCKPT_STORE_CAPACITY", "256M", 0);
   unsetenv("DLCKPT_PREFIX");

@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/memfs.h"
+#include "dlckpt/memfs/memfs.h"
 
 namespace {
 

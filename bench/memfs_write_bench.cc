@@ -18,7 +18,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "dlckpt/memfs.h"
+#include "dlckpt/memfs/memfs.h"
 
 namespace {
 

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "app_common.h"
 
+#include "dlckpt/base/mpi_wait.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,30 +21,30 @@ static void nap_us(long us) {
   }
 }
 
-/* A few quick tests catch messages that are already there; after that each
- * test is followed by a short sleep that yields the core to other ranks.
- * (Real status arrays instead of MPI_STATUSES_IGNORE: GCC 12 flags the
- * latter with -Wstringop-overflow.) */
+/* dlckpt's one sleeping wait (dlckpt/base/mpi_wait.h); an MPI error ends the job. */
 void app_waitall(int count, MPI_Request* requests) {
-  MPI_Status local[16];
-  MPI_Status* statuses = local;
-  if (count > 16) {
-    statuses = malloc(sizeof(MPI_Status) * (size_t)count);
-    if (statuses == NULL) {
-      fprintf(stderr, "app_waitall: out of memory for %d statuses\n", count);
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+  int rc = dlckpt_mpi_waitall(count, requests);
+  if (rc != MPI_SUCCESS) {
+    fprintf(stderr, "app_waitall: MPI error %d\n", rc);
+    MPI_Abort(MPI_COMM_WORLD, 2);
   }
-  int done = 0;
-  for (int spin = 0; spin < 32 && !done; spin++) MPI_Testall(count, requests, &done, statuses);
-  while (!done) {
-    nap_us(20);
-    MPI_Testall(count, requests, &done, statuses);
-  }
-  if (statuses != local) free(statuses);
 }
 
 void app_wait(MPI_Request* request) { app_waitall(1, request); }
+
+void app_waitall_f(int count, MPI_Fint* requests) {
+  MPI_Request local[16];
+  MPI_Request* reqs = count > 16 ? malloc(sizeof(MPI_Request) * (size_t)count) : local;
+  if (reqs == NULL) {
+    fprintf(stderr, "app_waitall: out of memory for %d requests\n", count);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    return;
+  }
+  for (int i = 0; i < count; i++) reqs[i] = MPI_Request_f2c(requests[i]);
+  app_waitall(count, reqs);
+  for (int i = 0; i < count; i++) requests[i] = MPI_Request_c2f(reqs[i]);
+  if (reqs != local) free(reqs);
+}
 
 void app_barrier(MPI_Comm comm) {
   MPI_Request r;
@@ -274,13 +276,24 @@ void app_sleep_us(int us) {
   if (us > 0) nap_us(us);
 }
 
-/* ---- entry points for Fortran (communicators as MPI_Fint handles) -------- */
+/* ---- options --------------------------------------------------------------- */
 
-int app_dlckpt_init_f(MPI_Fint comm) { return app_dlckpt_init(MPI_Comm_f2c(comm)); }
-
-void app_checkpoint_commit_f(MPI_Fint comm, const char* app) {
-  app_checkpoint_commit(MPI_Comm_f2c(comm), app);
+int app_parse_count(const char* app, const char* name, const char* text, long long min,
+                    long long max, long long* out, int report) {
+  char* end = NULL;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
+    if (report)
+      fprintf(stderr, "%s: --%s: expected an integer in [%lld, %lld], got '%s'\n", app, name,
+              min, max, text);
+    return -1;
+  }
+  *out = v;
+  return 0;
 }
+
+/* ---- entry points for Fortran (communicators as MPI_Fint handles) -------- */
 
 long long app_agree_restart_f(const long long held[2], MPI_Fint comm, long long* newest_anywhere,
                               int* ranks_lacking_newest, int* first_rank_lacking_newest) {

@@ -1,32 +1,20 @@
-! app_common.f90 — Fortran interface to the helpers of app_common.h (dlckpt
-! hooks, restart agreement, checksums, files), plus waits and reductions that
-! do not spin, written with mpi_f08. Collective routines take the
-! communicator of the calling application.
+! app_common.f90 — Fortran interface to the helpers of app_common.h (restart
+! agreement, checksums, files), plus waits and reductions that do not spin,
+! written with mpi_f08. Collective routines take the communicator of the
+! calling application. The dlckpt hooks are module dlckpt_hooks
+! (dlckpt_hooks.f90), which uses this one.
 module app_common
   use, intrinsic :: iso_c_binding
   use mpi_f08
   implicit none
   private
 
-  public :: app_dlckpt_linked, app_dlckpt_restarted_epoch, app_dlckpt_finalize
-  public :: app_default_slots, app_now, app_sleep_ms, app_hash_bytes, app_checksum_block
-  public :: dlckpt_init, dlckpt_last_error, checkpoint_commit, agree_restart
-  public :: checksum_combine, hex16, mkdir_p, make_durable, open_status, errno_text, c_string
-  public :: waitall, barrier, max_double, sum_double, any_rank
+  public :: app_now, app_sleep_ms, app_hash_bytes, app_checksum_block
+  public :: agree_restart, checksum_combine, hex16, mkdir_p, make_durable, open_status
+  public :: errno_text, c_string, f_string
+  public :: waitall, barrier, max_double, any_rank
 
   interface
-    integer(c_int) function app_dlckpt_linked() bind(C)
-      import :: c_int
-    end function
-    integer(c_long_long) function app_dlckpt_restarted_epoch() bind(C)
-      import :: c_long_long
-    end function
-    integer(c_int) function app_dlckpt_finalize() bind(C)
-      import :: c_int
-    end function
-    integer(c_int) function app_default_slots() bind(C)
-      import :: c_int
-    end function
     real(c_double) function app_now() bind(C)
       import :: c_double
     end function
@@ -37,6 +25,12 @@ module app_common
     subroutine app_sleep_us(us) bind(C)
       import :: c_int
       integer(c_int), value :: us
+    end subroutine
+    ! app_waitall on Fortran handles (dlckpt's one sleeping wait).
+    subroutine app_waitall_f(count, reqs) bind(C)
+      import :: c_int
+      integer(c_int), value :: count
+      integer(c_int), intent(inout) :: reqs(*)
     end subroutine
     ! Returns uint64_t; Fortran holds the bits in a signed 64-bit integer.
     integer(c_int64_t) function app_hash_bytes(data, len, seed) bind(C)
@@ -52,18 +46,6 @@ module app_common
       integer(c_int), value :: field
       integer(c_long_long), intent(in) :: origin(3), global(3), count(3), stride(3)
     end function
-    integer(c_int) function app_dlckpt_init_f(comm) bind(C)
-      import :: c_int
-      integer(c_int), value :: comm
-    end function
-    type(c_ptr) function app_dlckpt_last_error() bind(C)
-      import :: c_ptr
-    end function
-    subroutine app_checkpoint_commit_f(comm, app) bind(C)
-      import :: c_int, c_char
-      integer(c_int), value :: comm
-      character(kind=c_char), intent(in) :: app(*)
-    end subroutine
     integer(c_long_long) function app_agree_restart_f(held, comm, newest, lacking, first_lacking) &
         bind(C)
       import :: c_long_long, c_int
@@ -131,23 +113,6 @@ contains
     end do
   end function
 
-  integer function dlckpt_init(comm)
-    type(MPI_Comm), intent(in) :: comm
-    dlckpt_init = int(app_dlckpt_init_f(int(comm%MPI_VAL, c_int)))
-  end function
-
-  function dlckpt_last_error() result(msg)
-    character(len=:), allocatable :: msg
-    msg = f_string(app_dlckpt_last_error())
-  end function
-
-  ! See app_checkpoint_commit in app_common.h.
-  subroutine checkpoint_commit(comm, app)
-    type(MPI_Comm), intent(in) :: comm
-    character(len=*), intent(in) :: app
-    call app_checkpoint_commit_f(int(comm%MPI_VAL, c_int), c_string(app))
-  end subroutine
-
   ! See app_agree_restart in app_common.h.
   integer(c_long_long) function agree_restart(held, comm, newest, lacking, first_lacking)
     integer(c_long_long), intent(in) :: held(2)
@@ -182,12 +147,7 @@ contains
   function mkdir_p(path) result(err)
     character(len=*), intent(in) :: path
     character(len=:), allocatable :: err
-    integer(c_int) :: e
-    err = ''
-    if (app_mkdir_p(c_string(path)) /= 0) then
-      e = errno()
-      err = 'cannot create checkpoint directory ' // trim(path) // ': ' // f_string(strerror(e))
-    end if
+    err = path_error(app_mkdir_p(c_string(path)), 'cannot create checkpoint directory ', path)
   end function
 
   ! fsync of a closed file and its directory; returns '' or an error message
@@ -195,11 +155,21 @@ contains
   function make_durable(path) result(err)
     character(len=*), intent(in) :: path
     character(len=:), allocatable :: err
+    err = path_error(app_make_durable(c_string(path)), 'cannot fsync ', path)
+  end function
+
+  ! '' if rc (of a C call that sets errno) is 0, else what // path // ': ' //
+  ! the text of errno. Call it on the C call's result, before anything else
+  ! can change errno.
+  function path_error(rc, what, path) result(err)
+    integer(c_int), intent(in) :: rc
+    character(len=*), intent(in) :: what, path
+    character(len=:), allocatable :: err
     integer(c_int) :: e
     err = ''
-    if (app_make_durable(c_string(path)) /= 0) then
+    if (rc /= 0) then
       e = errno()
-      err = 'cannot fsync ' // trim(path) // ': ' // f_string(strerror(e))
+      err = what // trim(path) // ': ' // f_string(strerror(e))
     end if
   end function
 
@@ -227,21 +197,13 @@ contains
     errno = e
   end function
 
-  ! Completes every request without busy-polling: a few quick tests, then a
-  ! test every 20 microseconds with the core yielded in between.
+  ! Completes every request without busy-polling (app_waitall in C).
   subroutine waitall(reqs)
     type(MPI_Request), intent(inout) :: reqs(:)
-    logical :: done
-    integer :: i
-    do i = 1, 32
-      call MPI_Testall(size(reqs), reqs, done, MPI_STATUSES_IGNORE)
-      if (done) return
-    end do
-    do
-      call MPI_Testall(size(reqs), reqs, done, MPI_STATUSES_IGNORE)
-      if (done) return
-      call app_sleep_us(20_c_int)
-    end do
+    integer(c_int) :: handles(size(reqs))
+    handles = int(reqs%MPI_VAL, c_int)
+    call app_waitall_f(int(size(reqs), c_int), handles)
+    reqs%MPI_VAL = handles
   end subroutine
 
   subroutine barrier(comm)
@@ -262,26 +224,10 @@ contains
     max_double = recvbuf(1)
   end function
 
-  ! For diagnostics: the summation order is MPI's.
-  real(c_double) function sum_double(v, comm)
-    real(c_double), intent(in) :: v
-    type(MPI_Comm), intent(in) :: comm
-    real(c_double), asynchronous :: sendbuf(1), recvbuf(1)
-    type(MPI_Request) :: r(1)
-    sendbuf(1) = v
-    call MPI_Iallreduce(sendbuf, recvbuf, 1, MPI_DOUBLE_PRECISION, MPI_SUM, comm, r(1))
-    call waitall(r)
-    sum_double = recvbuf(1)
-  end function
-
+  ! True on every rank if flag is true on any rank of comm.
   logical function any_rank(flag, comm)
     logical, intent(in) :: flag
     type(MPI_Comm), intent(in) :: comm
-    logical, asynchronous :: sendbuf(1), recvbuf(1)
-    type(MPI_Request) :: r(1)
-    sendbuf(1) = flag
-    call MPI_Iallreduce(sendbuf, recvbuf, 1, MPI_LOGICAL, MPI_LOR, comm, r(1))
-    call waitall(r)
-    any_rank = recvbuf(1)
+    any_rank = max_double(merge(1d0, 0d0, flag), comm) > 0d0
   end function
 end module app_common

@@ -2,10 +2,12 @@
  * sppm-mini in C++, sweep3d-mini in Fortran through app_common.f90).
  *
  * What lives here is what does not depend on an application's language or
- * file format: the optional dlckpt hooks, waiting for MPI without spinning,
- * the restart agreement, the state checksum, and a few file-system calls.
- * Every function is called from the thread that initialised MPI. Functions
- * that take a communicator are collective over it. */
+ * file format: waiting for MPI without spinning, the restart agreement, the
+ * state checksum, option parsing and a few file-system calls. It knows
+ * nothing of dlckpt: the optional calls into it are dlckpt_hooks.h, which
+ * builds on this file (never the other way round). Every function is called
+ * from the thread that initialised MPI. Functions that take a communicator
+ * are collective over it. */
 #ifndef DLCKPT_APPS_APP_COMMON_H_
 #define DLCKPT_APPS_APP_COMMON_H_
 
@@ -17,28 +19,11 @@
 extern "C" {
 #endif
 
-/* ---- dlckpt hooks (dlckpt_hooks.c). The dlckpt application API is referenced
- * weakly: when no library defining dlckpt_init is linked in (or preloaded),
- * these are no-ops returning 0 and app_dlckpt_linked() is 0. With a static
- * libdlckpt archive, the link must pull the API in (-Wl,-u,dlckpt_init);
- * a shared library or LD_PRELOAD needs nothing. */
-int app_dlckpt_linked(void);
-int app_dlckpt_init(MPI_Comm comm);   /* collective; 0 or -1 (see last_error) */
-int app_dlckpt_checkpoint(void);      /* collective; 0 or -1 */
-long long app_dlckpt_restarted_epoch(void); /* 0: fresh start or no dlckpt */
-int app_dlckpt_finalize(void);        /* collective; 0 or -1 */
-const char* app_dlckpt_last_error(void);
-
-/* Ends the checkpoint whose files every rank of comm has written and closed:
- * calls dlckpt_checkpoint() when dlckpt is linked in (a failure is printed
- * with the rank and ends the job with MPI_Abort), then waits for every rank.
- * On return the checkpoint is complete on all ranks. */
-void app_checkpoint_commit(MPI_Comm comm, const char* app);
-
 /* ---- waiting without spinning. MPICH busy-polls in blocking calls, which on
  * oversubscribed cores slows every rank; these test and sleep briefly. */
 void app_wait(MPI_Request* request);
 void app_waitall(int count, MPI_Request* requests);
+void app_waitall_f(int count, MPI_Fint* requests);  /* Fortran handles */
 void app_barrier(MPI_Comm comm);
 double app_max_double(double value, MPI_Comm comm);  /* all ranks get the max */
 double app_min_double(double value, MPI_Comm comm);
@@ -90,15 +75,13 @@ void app_sleep_ms(int ms);
 void app_sleep_us(int us);
 double app_now(void);                     /* seconds, monotonic */
 
-/* The number of checkpoint slots to keep when --ckpt-slots is not given: one
- * file rewritten in place when dlckpt is linked in (memfs commits make each
- * epoch atomic and keep the previous one), two alternating files otherwise
- * (a crash while writing one never damages the other). */
-int app_default_slots(void);
+/* ---- options. Parses text as a decimal integer in [min, max] into *out:
+ * 0, or -1 after printing "<app>: --<name>: expected an integer ..." to
+ * stderr when `report` is non-zero (rank 0 reports, the others stay quiet). */
+int app_parse_count(const char* app, const char* name, const char* text, long long min,
+                    long long max, long long* out, int report);
 
 /* ---- the same for Fortran, which passes communicators as MPI_Fint. */
-int app_dlckpt_init_f(MPI_Fint comm);
-void app_checkpoint_commit_f(MPI_Fint comm, const char* app);
 long long app_agree_restart_f(const long long held[2], MPI_Fint comm, long long* newest_anywhere,
                               int* ranks_lacking_newest, int* first_rank_lacking_newest);
 uint64_t app_checksum_combine_f(uint64_t local, MPI_Fint comm);

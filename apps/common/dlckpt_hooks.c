@@ -1,67 +1,55 @@
-/* dlckpt_hooks.c — calls the dlckpt application API when it is linked in.
- *
- * The API functions are declared weak: if no object defining them is linked
- * (or preloaded), their addresses are null and every hook is a no-op that
- * succeeds. The prototypes come from dlckpt/dlckpt.h, so a change there fails
- * to compile here. */
+/* dlckpt_hooks.c — see dlckpt_hooks.h. The prototypes come from
+ * dlckpt/dlckpt.h, so a change there fails to compile here. */
+#include "dlckpt_hooks.h"
+
 #include <errno.h>
 #include <stdio.h>
-#include <time.h>
 #include <string.h>
+#include <time.h>
 
 #include "app_common.h"
 #include "dlckpt/dlckpt.h"
 
+#if APP_HOOKS_API_LINKED
+/* Ordinary references: the API is part of the link. */
+#define API_PRESENT(fn) 1
+#else
+/* Weak references: null unless something linked or preloaded defines them. */
 #pragma weak dlckpt_init
 #pragma weak dlckpt_checkpoint
 #pragma weak dlckpt_restarted_epoch
 #pragma weak dlckpt_finalize
 #pragma weak dlckpt_last_error
+#define API_PRESENT(fn) ((fn) != NULL)
+#endif
 
 static char hook_error[512];
 
-/* Records the message of a failed API call: dlckpt's own if it exports one. */
-static void remember_error(const char* call, int saved_errno) {
-  const char* detail = dlckpt_last_error ? dlckpt_last_error() : "";
+/* rc of an API call made with errno cleared: 0, or -1 with the message of the
+ * failed call (dlckpt's own if it has one) remembered for last_error. */
+static int checked(const char* call, int rc) {
+  if (rc == 0) return 0;
+  const int saved_errno = errno;
+  const char* detail = API_PRESENT(dlckpt_last_error) ? dlckpt_last_error() : "";
   if (detail == NULL || detail[0] == '\0') detail = strerror(saved_errno);
   snprintf(hook_error, sizeof hook_error, "%s: %s", call, detail);
+  return -1;
 }
 
-int app_dlckpt_linked(void) { return dlckpt_init != NULL; }
+/* Calls fn(args...) if the API is there (else succeeds): 0 or -1. */
+#define CALL_API(fn, ...) (API_PRESENT(fn) ? (errno = 0, checked(#fn, fn(__VA_ARGS__))) : 0)
 
-int app_dlckpt_init(MPI_Comm comm) {
-  if (dlckpt_init == NULL) return 0;
-  errno = 0;
-  if (dlckpt_init(comm) != 0) {
-    remember_error("dlckpt_init", errno);
-    return -1;
-  }
-  return 0;
-}
+int app_dlckpt_linked(void) { return API_PRESENT(dlckpt_init); }
 
-int app_dlckpt_checkpoint(void) {
-  if (dlckpt_checkpoint == NULL) return 0;
-  errno = 0;
-  if (dlckpt_checkpoint() != 0) {
-    remember_error("dlckpt_checkpoint", errno);
-    return -1;
-  }
-  return 0;
-}
+int app_dlckpt_init(MPI_Comm comm) { return CALL_API(dlckpt_init, comm); }
+
+int app_dlckpt_checkpoint(void) { return CALL_API(dlckpt_checkpoint); }
 
 long long app_dlckpt_restarted_epoch(void) {
-  return dlckpt_restarted_epoch != NULL ? dlckpt_restarted_epoch() : 0;
+  return API_PRESENT(dlckpt_restarted_epoch) ? dlckpt_restarted_epoch() : 0;
 }
 
-int app_dlckpt_finalize(void) {
-  if (dlckpt_finalize == NULL) return 0;
-  errno = 0;
-  if (dlckpt_finalize() != 0) {
-    remember_error("dlckpt_finalize", errno);
-    return -1;
-  }
-  return 0;
-}
+int app_dlckpt_finalize(void) { return CALL_API(dlckpt_finalize); }
 
 const char* app_dlckpt_last_error(void) { return hook_error; }
 
@@ -80,3 +68,11 @@ void app_checkpoint_commit(MPI_Comm comm, const char* app) {
 }
 
 int app_default_slots(void) { return app_dlckpt_linked() ? 1 : 2; }
+
+/* ---- entry points for Fortran (communicators as MPI_Fint handles) -------- */
+
+int app_dlckpt_init_f(MPI_Fint comm) { return app_dlckpt_init(MPI_Comm_f2c(comm)); }
+
+void app_checkpoint_commit_f(MPI_Fint comm, const char* app) {
+  app_checkpoint_commit(MPI_Comm_f2c(comm), app);
+}

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "app_common.h"
+#include "dlckpt_hooks.h"
 
 #define APP "heat2d"
 #define CKPT_VERSION 1
@@ -86,17 +87,7 @@ static void usage(FILE* out) {
 
 static int parse_count(const char* name, const char* text, long long min, long long max,
                        long long* out) {
-  char* end = NULL;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
-    if (g_rank == 0)
-      fprintf(stderr, APP ": --%s: expected an integer in [%lld, %lld], got '%s'\n", name, min,
-              max, text);
-    return -1;
-  }
-  *out = v;
-  return 0;
+  return app_parse_count(APP, name, text, min, max, out, g_rank == 0);
 }
 
 /* Returns 0 to run, 1 after --help, -1 on a usage error (message printed). */

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "app_common.h"
+#include "dlckpt_hooks.h"
 
 namespace {
 
@@ -91,17 +92,7 @@ void Usage(FILE* out) {
 
 bool ParseCount(const char* name, const char* text, long long min, long long max,
                 long long* out) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
-    if (g_rank == 0)
-      std::fprintf(stderr, "%s: --%s: expected an integer in [%lld, %lld], got '%s'\n", kApp,
-                   name, min, max, text);
-    return false;
-  }
-  *out = v;
-  return true;
+  return app_parse_count(kApp, name, text, min, max, out, g_rank == 0) == 0;
 }
 
 // Returns 0 to run, 1 after --help, -1 on a usage error (message printed).
@@ -384,21 +375,17 @@ class Domain {
 
   // Copies layers first..first+kNg-1 along axis d (interior of the others).
   void Pack(int d, int first, std::vector<double>& buf) const {
-    const int a = (d + 1) % 3, b = (d + 2) % 3;
-    size_t p = 0;
-    for (int q = 0; q < kNvar; q++)
-      for (int layer = first; layer < first + kNg; layer++)
-        for (int jb = 0; jb < n_[b]; jb++)
-          for (int ja = 0; ja < n_[a]; ja++) {
-            int idx[3];
-            idx[d] = layer;
-            idx[a] = ja;
-            idx[b] = jb;
-            buf[p++] = field_[q][Index(idx[0], idx[1], idx[2])];
-          }
+    ForLayers(d, first, [&](int q, size_t at, size_t p) { buf[p] = field_[q][at]; });
   }
 
   void Unpack(int d, int first, const std::vector<double>& buf) {
+    ForLayers(d, first, [&](int q, size_t at, size_t p) { field_[q][at] = buf[p]; });
+  }
+
+  // Calls f(variable, cell index, buffer position) for the cells of layers
+  // first..first+kNg-1 along axis d, in the halo buffers' order.
+  template <typename F>
+  void ForLayers(int d, int first, F f) const {
     const int a = (d + 1) % 3, b = (d + 2) % 3;
     size_t p = 0;
     for (int q = 0; q < kNvar; q++)
@@ -409,7 +396,7 @@ class Domain {
             idx[d] = layer;
             idx[a] = ja;
             idx[b] = jb;
-            field_[q][Index(idx[0], idx[1], idx[2])] = buf[p++];
+            f(q, Index(idx[0], idx[1], idx[2]), p++);
           }
   }
 

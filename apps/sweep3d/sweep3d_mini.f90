@@ -29,6 +29,7 @@ module sweep3d
   use, intrinsic :: iso_fortran_env, only: output_unit, error_unit, int64, iostat_end
   use mpi_f08
   use app_common
+  use dlckpt_hooks
   implicit none
 
   character(len=*), parameter :: app = 'sweep3d-mini'
@@ -337,19 +338,21 @@ contains
   ! buffers, and adds the directions into the flux moments.
   subroutine sweep_block(sx, sy, sz, m0, kb)
     integer, intent(in) :: sx, sy, sz, m0, kb
-    integer :: mi, m, kk, k, j, i, ibeg, iend, jbeg, jend, pass
-    real(c_double) :: cx, cy, cz, q, psi, pin_i, pin_j, pin_k, po_i, po_j, po_k
-    real(c_double) :: wm, wmx, wmy, wmz, smu, seta, sxi, num, den
-    logical :: act_i, act_j, act_k
+    integer :: mi, m, kk, k, j, i, ibeg, iend, jbeg, jend, pass, d
+    ! Per face direction d (1: i, 2: j, 3: k): the coefficient, the inflow,
+    ! the outflow, and whether diamond difference still applies.
+    real(c_double) :: c(3), pin(3), po(3)
+    real(c_double) :: q, psi, wm, wmx, wmy, wmz, smu, seta, sxi, num, den
+    logical :: act(3)
     ibeg = merge(1, it, sx > 0)
     iend = merge(it, 1, sx > 0)
     jbeg = merge(1, jt, sy > 0)
     jend = merge(jt, 1, sy > 0)
     do mi = 1, mmi
       m = m0 + mi
-      cx = 2d0 * mu(m) / dx
-      cy = 2d0 * eta(m) / dy
-      cz = 2d0 * xi(m) / dz
+      c(1) = 2d0 * mu(m) / dx
+      c(2) = 2d0 * eta(m) / dy
+      c(3) = 2d0 * xi(m) / dz
       smu = sx * mu(m)
       seta = sy * eta(m)
       sxi = sz * xi(m)
@@ -364,65 +367,46 @@ contains
           k = kt - (kb - 1) * mk - kk + 1
         end if
         do j = jbeg, jend, sy
-          pin_i = phiib(j, kk, mi)
+          pin(1) = phiib(j, kk, mi)
           do i = ibeg, iend, sx
             q = src(i, j, k) + smu * srcm(i, j, k, 1) + seta * srcm(i, j, k, 2) &
                 + sxi * srcm(i, j, k, 3)
-            pin_j = phijb(i, kk, mi)
-            pin_k = phikb(i, j, mi)
-            psi = (q + cx * pin_i + cy * pin_j + cz * pin_k) / (sigt(i, j, k) + cx + cy + cz)
-            po_i = 2d0 * psi - pin_i
-            po_j = 2d0 * psi - pin_j
-            po_k = 2d0 * psi - pin_k
-            if (po_i < 0d0 .or. po_j < 0d0 .or. po_k < 0d0) then
+            pin(2) = phijb(i, kk, mi)
+            pin(3) = phikb(i, j, mi)
+            psi = (q + c(1) * pin(1) + c(2) * pin(2) + c(3) * pin(3)) &
+                  / (sigt(i, j, k) + c(1) + c(2) + c(3))
+            po = 2d0 * psi - pin
+            if (any(po < 0d0)) then
               ! Set-to-zero fixup: a negative outflow is set to 0 and the cell
               ! balance re-solved without diamond difference on that face.
-              act_i = .true.
-              act_j = .true.
-              act_k = .true.
+              act = .true.
               do pass = 1, 3
-                if (po_i < 0d0) act_i = .false.
-                if (po_j < 0d0) act_j = .false.
-                if (po_k < 0d0) act_k = .false.
+                where (po < 0d0) act = .false.
                 num = q
                 den = sigt(i, j, k)
-                if (act_i) then
-                  num = num + cx * pin_i
-                  den = den + cx
-                else
-                  num = num + 0.5d0 * cx * pin_i
-                end if
-                if (act_j) then
-                  num = num + cy * pin_j
-                  den = den + cy
-                else
-                  num = num + 0.5d0 * cy * pin_j
-                end if
-                if (act_k) then
-                  num = num + cz * pin_k
-                  den = den + cz
-                else
-                  num = num + 0.5d0 * cz * pin_k
-                end if
+                do d = 1, 3
+                  if (act(d)) then
+                    num = num + c(d) * pin(d)
+                    den = den + c(d)
+                  else
+                    num = num + 0.5d0 * c(d) * pin(d)
+                  end if
+                end do
                 psi = num / den
-                po_i = merge(2d0 * psi - pin_i, 0d0, act_i)
-                po_j = merge(2d0 * psi - pin_j, 0d0, act_j)
-                po_k = merge(2d0 * psi - pin_k, 0d0, act_k)
-                if (po_i >= 0d0 .and. po_j >= 0d0 .and. po_k >= 0d0) exit
+                po = merge(2d0 * psi - pin, 0d0, act)
+                if (all(po >= 0d0)) exit
               end do
-              po_i = max(po_i, 0d0)
-              po_j = max(po_j, 0d0)
-              po_k = max(po_k, 0d0)
+              po = max(po, 0d0)
             end if
             flux(i, j, k) = flux(i, j, k) + wm * psi
             fluxm(i, j, k, 1) = fluxm(i, j, k, 1) + wmx * psi
             fluxm(i, j, k, 2) = fluxm(i, j, k, 2) + wmy * psi
             fluxm(i, j, k, 3) = fluxm(i, j, k, 3) + wmz * psi
-            pin_i = po_i
-            phijb(i, kk, mi) = po_j
-            phikb(i, j, mi) = po_k
+            pin(1) = po(1)
+            phijb(i, kk, mi) = po(2)
+            phikb(i, j, mi) = po(3)
           end do
-          phiib(j, kk, mi) = pin_i
+          phiib(j, kk, mi) = pin(1)
         end do
       end do
     end do

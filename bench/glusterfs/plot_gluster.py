@@ -64,20 +64,21 @@ def main():
                 ax.set_ylabel("seconds per checkpoint (median)")
             ax.tick_params(axis="x", labelsize=8)
         else:
-            bottom = 0.0
-            for i, ph in enumerate(phases_g):
-                v = get.get(("recovery", "glusterfs", ph))
-                if v is not None:
-                    ax.bar("GlusterFS:\nkill, rerun,\nread back", v, bottom=bottom,
-                           color=plt.cm.Reds(0.4 + 0.3 * i), label="GlusterFS " + ph.replace("_", " + "))
-                    bottom += v
-            bottom = 0.0
-            for i, ph in enumerate(phases_d):
-                v = get.get(("recovery", "dlckpt", ph))
-                if v is not None:
-                    ax.bar("dlckpt:\nnode kill,\nrebuild on spare", v, bottom=bottom,
-                           color=plt.cm.Greens(0.3 + 0.12 * i), label="dlckpt " + ph.replace("_", " "))
-                    bottom += v
+            def stack(target, phases, bar, color, label):
+                """One bar of the target's recovery phases, stacked in order."""
+                bottom = 0.0
+                for i, ph in enumerate(phases):
+                    v = get.get(("recovery", target, ph))
+                    if v is not None:
+                        ax.bar(bar, v, bottom=bottom, color=color(i), label=label(ph))
+                        bottom += v
+
+            stack("glusterfs", phases_g, "GlusterFS:\nkill, rerun,\nread back",
+                  lambda i: plt.cm.Reds(0.4 + 0.3 * i),
+                  lambda ph: "GlusterFS " + ph.replace("_", " + "))
+            stack("dlckpt", phases_d, "dlckpt:\nnode kill,\nrebuild on spare",
+                  lambda i: plt.cm.Greens(0.3 + 0.12 * i),
+                  lambda ph: "dlckpt " + ph.replace("_", " "))
             ax.set_title("kill to 'restarted from iteration'")
             ax.set_ylabel("seconds")
             ax.legend(fontsize=7, loc="upper left", framealpha=0.9)

@@ -10,8 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <utility>
 
-#include "dlckpt/units.h"
+#include "dlckpt/base/units.h"
 
 namespace dlckpt::ior {
 
@@ -291,6 +292,16 @@ Summary Summarize(const Options& o, const RunInfo& info, Access access) {
 
 namespace {
 
+// The summaries of the accesses that ran: write, then read.
+std::vector<std::pair<Access, Summary>> Summaries(const Options& o, const RunInfo& info) {
+  std::vector<std::pair<Access, Summary>> out;
+  for (Access a : {Access::kWrite, Access::kRead}) {
+    Summary s = Summarize(o, info, a);
+    if (s.count > 0) out.emplace_back(a, s);
+  }
+  return out;
+}
+
 const char* Name(Access a) { return a == Access::kWrite ? "write" : "read"; }
 
 uint64_t AggregateBytes(const Options& o, const RunInfo& info) {
@@ -357,9 +368,7 @@ std::string TextReport(const Options& o, const RunInfo& info) {
       out += PrettyDouble(r.seconds) + Fmt("%-4d\n", r.iteration);
     }
   }
-  for (Access a : {Access::kWrite, Access::kRead}) {
-    Summary s = Summarize(o, info, a);
-    if (s.count == 0) continue;
+  for (const auto& [a, s] : Summaries(o, info)) {
     out += Fmt(a == Access::kWrite ? "Max Write: %.2f MiB/sec (%.2f MB/sec)\n"
                                    : "Max Read:  %.2f MiB/sec (%.2f MB/sec)\n",
                s.bw_max / kMiB, s.bw_max / kMB);
@@ -371,9 +380,7 @@ std::string TextReport(const Options& o, const RunInfo& info) {
   out += " Stonewall(s) Stonewall(MiB) Test# #Tasks tPN reps fPP reord reordoff reordrand seed segcnt ";
   out += Fmt("%8s %8s %9s %5s", " blksiz", "xsize", "aggs(MiB)", "API");
   out += " RefNum\n";
-  for (Access a : {Access::kWrite, Access::kRead}) {
-    Summary s = Summarize(o, info, a);
-    if (s.count == 0) continue;
+  for (const auto& [a, s] : Summaries(o, info)) {
     out += Fmt("%-9s ", Name(a));
     out += Fmt("%10.2f %10.2f %10.2f %10.2f ", s.bw_max / kMiB, s.bw_min / kMiB, s.bw_mean / kMiB, s.bw_sd / kMiB);
     out += Fmt("%10.2f %10.2f %10.2f %10.2f ", s.ops_max, s.ops_min, s.ops_mean, s.ops_sd);
@@ -538,9 +545,7 @@ std::string JsonReport(const Options& o, const RunInfo& info) {
   }
   j.Close(']');
   j.Open("max", '{');
-  for (Access a : {Access::kWrite, Access::kRead}) {
-    Summary s = Summarize(o, info, a);
-    if (s.count == 0) continue;
+  for (const auto& [a, s] : Summaries(o, info)) {
     j.Dbl(std::string(Name(a)) + "MiB", s.bw_max / kMiB);
     j.Dbl(std::string(Name(a)) + "MB", s.bw_max / kMB);
   }
@@ -548,9 +553,7 @@ std::string JsonReport(const Options& o, const RunInfo& info) {
   j.Close('}');
   j.Close(']');
   j.Open("summary", '[');
-  for (Access a : {Access::kWrite, Access::kRead}) {
-    Summary s = Summarize(o, info, a);
-    if (s.count == 0) continue;
+  for (const auto& [a, s] : Summaries(o, info)) {
     j.Open("", '{');
     j.Str("operation", Name(a));
     j.Str("API", o.api);

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/status.h"
+#include "dlckpt/base/status.h"
 
 namespace dlckpt::ior {
 

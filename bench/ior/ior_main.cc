@@ -37,11 +37,12 @@
 #include <vector>
 
 #include "dlckpt/dlckpt.h"
-#include "dlckpt/intercept.h"
-#include "dlckpt/memfs.h"
+#include "dlckpt/intercept/intercept.h"
+#include "dlckpt/memfs/memfs.h"
 #include "ior.h"
 
 #include "bench_mpi.h"
+#include "dlckpt/base/node.h"
 
 using namespace dlckpt;
 using namespace dlckpt::ior;
@@ -311,14 +312,6 @@ Timers ReduceTimers(const Timers& t) {
   return out;
 }
 
-std::string NodeName() {
-  const char* n = std::getenv("DLCKPT_NODE");
-  if (n != nullptr && *n != '\0') return n;
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  return host;
-}
-
 std::vector<std::string> AllGatherStrings(const std::string& mine) {
   constexpr int kLen = 512;
   std::vector<char> in(kLen, 0), all(static_cast<size_t>(kLen) * static_cast<size_t>(g_size), 0);
@@ -399,7 +392,7 @@ int main(int argc, char** argv) {
   }
 
   // Nodes: ranks with the same $DLCKPT_NODE (else host name) share a node.
-  std::vector<std::string> nodes = AllGatherStrings(NodeName());
+  std::vector<std::string> nodes = AllGatherStrings(dlckpt::ThisNode());
   std::map<std::string, int> per_node;
   for (const auto& n : nodes) ++per_node[n];
   int tasks_per_node = 0;
@@ -457,6 +450,16 @@ int main(int argc, char** argv) {
   auto delay = [&] {
     if (o.inter_test_delay > 0) sleep(static_cast<unsigned>(o.inter_test_delay));
   };
+  // Checks the data of repetition rep after the phase `what`: false if a rank
+  // could not read it; the ranks' mismatches are added to *errors_total.
+  auto verify = [&](int rep, const char* what, uint64_t* errors_total) {
+    uint64_t errors = 0;
+    if (!Agree(bench.Verify(rep, &errors))) return false;
+    errors = AllReduce<uint64_t>(errors, MPI_UINT64_T, MPI_SUM);
+    *errors_total += errors;
+    if (g_rank == 0 && errors) std::fprintf(stderr, "WARNING: incorrect data on %s (%llu errors found).\n", what, static_cast<unsigned long long>(errors));
+    return true;
+  };
   for (int rep = 0; ok && rep < o.repetitions; ++rep) {
     bool committed = false;
     if (o.write) {
@@ -481,13 +484,7 @@ int main(int argc, char** argv) {
         break;
       }
     }
-    if (o.check_write) {
-      uint64_t errors = 0;
-      if (!(ok = Agree(bench.Verify(rep, &errors)))) break;
-      errors = AllReduce<uint64_t>(errors, MPI_UINT64_T, MPI_SUM);
-      write_errors += errors;
-      if (g_rank == 0 && errors) std::fprintf(stderr, "WARNING: incorrect data on write (%llu errors found).\n", static_cast<unsigned long long>(errors));
-    }
+    if (o.check_write && !(ok = verify(rep, "write", &write_errors))) break;
     if (o.read) {
       delay();
       if (o.verbose && g_rank == 0) std::fprintf(stderr, "Commencing read performance test: %s\n", TimeString(time(nullptr)).c_str());
@@ -498,13 +495,7 @@ int main(int argc, char** argv) {
       double min_lat = AllReduce<double>(lat, MPI_DOUBLE, MPI_MIN);
       info.phases.push_back(Reduce(Access::kRead, rep, ReduceTimers(t), min_lat, agg, o.transfer_size));
     }
-    if (o.check_read) {
-      uint64_t errors = 0;
-      if (!(ok = Agree(bench.Verify(rep, &errors)))) break;
-      errors = AllReduce<uint64_t>(errors, MPI_UINT64_T, MPI_SUM);
-      read_errors += errors;
-      if (g_rank == 0 && errors) std::fprintf(stderr, "WARNING: incorrect data on read (%llu errors found).\n", static_cast<unsigned long long>(errors));
-    }
+    if (o.check_read && !(ok = verify(rep, "read", &read_errors))) break;
     if (!o.keep_file && o.write) {
       Barrier();
       double t0 = MPI_Wtime();

@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "codec_service.h"
-#include "dlckpt/heartbeat.h"
-#include "dlckpt/units.h"
+#include "dlckpt/base/node.h"
+#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/base/units.h"
 
 namespace {
 
@@ -60,18 +61,6 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-std::string HostNode() {
-  const char* env = std::getenv("DLCKPT_NODE");
-  if (env && *env) return env;
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  std::string out;
-  for (char* p = name; *p; ++p) {
-    char c = *p;
-    out += (isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -149,7 +138,7 @@ int main(int argc, char** argv) {
   if (mode == "recover" && lost.empty()) return Usage("--mode recover needs --lost NODE[,NODE]");
   if (cfg.job.empty()) return Usage("no job id (--job or $DLCKPT_JOB)");
   cfg.scheme = scheme.empty() ? (cfg.spares_per_group == 1 ? "xor" : "rs") : scheme;
-  cfg.node = HostNode();
+  cfg.node = dlckpt::ThisNode();
 
   // Heartbeats to dlckpt-run's failure detector, when it asked for them
   // (DLCKPT_HEARTBEAT / DLCKPT_HEARTBEAT_KEY in the environment).

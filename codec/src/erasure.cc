@@ -1,4 +1,4 @@
-#include "dlckpt/erasure.h"
+#include "dlckpt/codec/erasure.h"
 
 #include <isa-l/erasure_code.h>
 #include <isa-l/raid.h>

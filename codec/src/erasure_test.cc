@@ -1,4 +1,4 @@
-#include "dlckpt/erasure.h"
+#include "dlckpt/codec/erasure.h"
 
 #include <gtest/gtest.h>
 

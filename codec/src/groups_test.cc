@@ -1,4 +1,4 @@
-#include "dlckpt/groups.h"
+#include "dlckpt/codec/groups.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "dlckpt/crc32c.h"
+#include "dlckpt/base/crc32c.h"
+#include "dlckpt/base/names.h"
 
 namespace dlckpt::codec {
 
@@ -33,7 +34,7 @@ uint64_t HeaderBytesFor(size_t body) { return (kPrefix + body + kPage - 1) / kPa
 }  // namespace
 
 std::string ParitySlots::SlotName(int slot) const {
-  return "/dlckpt." + job_ + "." + node_ + ".parity" + std::to_string(slot);
+  return ParityName(job_, node_, slot);
 }
 
 Status ParitySlots::Load(int slot, Mapped* m) {

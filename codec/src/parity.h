@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/env.h"
-#include "dlckpt/extent.h"
-#include "dlckpt/protocol.h"
-#include "dlckpt/status.h"
+#include "dlckpt/base/env.h"
+#include "dlckpt/memfs/extent.h"
+#include "dlckpt/codec/protocol.h"
+#include "dlckpt/base/status.h"
 
 namespace dlckpt::codec {
 

@@ -1,5 +1,5 @@
 // Parts of the transport that need no running MPI: sinks and spec builders.
-#include "dlckpt/reduce_transport.h"
+#include "dlckpt/codec/reduce_transport.h"
 
 #include <gtest/gtest.h>
 

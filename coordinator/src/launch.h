@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "dlckpt/status.h"
+#include "dlckpt/base/status.h"
 #include "run_options.h"
 
 namespace dlckpt::run {

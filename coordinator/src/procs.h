@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/status.h"
+#include "dlckpt/base/status.h"
 
 namespace dlckpt::run {
 

@@ -1,9 +1,11 @@
 #include "run_options.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <sstream>
 
-#include "dlckpt/units.h"
+#include "dlckpt/base/units.h"
 
 namespace dlckpt::run {
 
@@ -211,21 +213,26 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
     }
     if (i + 1 >= argc) return Status::InvalidArgument(a + " needs a value");
     std::string v = argv[++i];
-    if (a == "--nodes") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 100000));
-      o.nodes = static_cast<int>(n);
-    } else if (a == "--ranks-per-node") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 4096));
-      o.ranks_per_node = static_cast<int>(n);
-    } else if (a == "--spares") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, 100000));
-      o.spares = static_cast<int>(n);
-    } else if (a == "--group-size") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 100000));
-      o.group_size = static_cast<int>(n);
-    } else if (a == "--spares-per-group") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 32));
-      o.spares_per_group = static_cast<int>(n);
+    // Options whose value is a count in a range.
+    struct IntOption {
+      const char* name;
+      int Options::*field;
+      int64_t lo, hi;
+    };
+    static const IntOption kIntOptions[] = {
+        {"--nodes", &Options::nodes, 1, 100000},
+        {"--ranks-per-node", &Options::ranks_per_node, 1, 4096},
+        {"--spares", &Options::spares, 0, 100000},
+        {"--group-size", &Options::group_size, 1, 100000},
+        {"--spares-per-group", &Options::spares_per_group, 1, 32},
+        {"--max-failures", &Options::max_failures, 0, 1000000},
+        {"--max-recoveries", &Options::max_recoveries, 0, 1000000},
+    };
+    auto int_option = std::find_if(std::begin(kIntOptions), std::end(kIntOptions),
+                                   [&](const IntOption& io) { return a == io.name; });
+    if (int_option != std::end(kIntOptions)) {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, int_option->lo, int_option->hi));
+      o.*(int_option->field) = static_cast<int>(n);
     } else if (a == "--scheme") {
       if (v != "xor" && v != "rs") return Status::InvalidArgument("--scheme: want xor or rs, not '" + v + "'");
       o.scheme = v;
@@ -278,15 +285,9 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
     } else if (a == "--weibull-shape") {
       DLCKPT_ASSIGN_OR_RETURN(o.weibull_shape, ParseSeconds(v, a));
       if (o.weibull_shape <= 0) return Status::InvalidArgument("--weibull-shape must be positive");
-    } else if (a == "--max-failures") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, 1000000));
-      o.max_failures = static_cast<int>(n);
     } else if (a == "--seed") {
       DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, INT64_MAX));
       o.seed = static_cast<uint64_t>(n);
-    } else if (a == "--max-recoveries") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, 1000000));
-      o.max_recoveries = static_cast<int>(n);
     } else if (a == "--timeout") {
       DLCKPT_ASSIGN_OR_RETURN(o.timeout, ParseSeconds(v, a));
     } else if (a == "--heartbeat-timeout") {

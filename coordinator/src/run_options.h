@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/status.h"
+#include "dlckpt/base/status.h"
 
 namespace dlckpt::run {
 

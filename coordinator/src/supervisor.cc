@@ -13,9 +13,10 @@
 #include <filesystem>
 #include <sstream>
 
-#include "dlckpt/env.h"
-#include "dlckpt/memfs.h"
-#include "dlckpt/units.h"
+#include "dlckpt/base/env.h"
+#include "dlckpt/base/names.h"
+#include "dlckpt/base/node.h"
+#include "dlckpt/base/units.h"
 #include "launch.h"
 #include "procs.h"
 
@@ -130,7 +131,7 @@ Status Supervisor::Setup() {
     nodes_ = o_.hosts;
   }
   for (const auto& n : nodes_) {
-    auto name = memfs::StoreName(o_.job, n, 0);
+    auto name = StoreName(o_.job, n, 0);
     if (!name.ok()) return name.status().Prefixed("node " + n);
   }
   for (int r = 0; r < o_.nodes * o_.ranks_per_node; ++r) placement_[r] = nodes_[r / o_.ranks_per_node];
@@ -184,9 +185,7 @@ Result<pid_t> Supervisor::LaunchJob(const JobSpec& job, const std::string& log,
                                     const std::vector<std::string>& extra_env) {
   Launch l;
   if (o_.launcher == "srun") {
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    std::string h = host;
+    std::string h = HostName();
     if (h.find('.') != std::string::npos) h.resize(h.find('.'));  // Slurm's node names are short
     DLCKPT_ASSIGN_OR_RETURN(l, SrunLaunch(o_, job, run_dir_, h));
   } else {
@@ -245,21 +244,18 @@ Status Supervisor::LaunchCodec() {
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, LaunchJob(job, codec_log_, env));
   // Wait for the rendezvous, unless the codec job dies first.
   double deadline = Now() + 120;
+  codec::ClientOptions co;
+  co.rendezvous = rendezvous_;
+  co.rendezvous_wait_ms = 100;
+  co.connect_timeout_ms = 10000;
+  co.hello_timeout_ms = 30000;
+  co.role = protocol::Role::kSupervisor;
+  co.job = o_.job;
+  codec_ = std::make_unique<codec::CodecClient>(std::move(co));
   for (;;) {
-    auto r = protocol::ReadRendezvous(rendezvous_, 100);
-    if (r.ok()) {
-      auto c = protocol::Connection::Connect(r->host, r->port, 10000);
-      if (!c.ok()) return c.status().Prefixed("codec service");
-      protocol::Hello h;
-      h.token = r->token;
-      h.role = protocol::Role::kSupervisor;
-      h.job = o_.job;
-      auto reply = (*c)->Call(protocol::MsgType::kHello, protocol::EncodeHello(h), 30000);
-      if (!reply.ok()) return reply.status().Prefixed("codec service");
-      codec_ = std::move(*c);
-      return Status::OK();
-    }
-    if (r.status().code() != ETIMEDOUT && r.status().code() != ENOENT) return r.status();
+    Status r = codec_->Connect();
+    if (r.ok()) return Status::OK();
+    if (r.code() != ETIMEDOUT && r.code() != ENOENT) return r;
     Tick();
     if (codec_exited_) {
       std::string tail = Tail(codec_log_, 3);
@@ -449,7 +445,7 @@ void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::str
         Signal(pids, poweroff ? SIGSTOP : SIGKILL);
         if (poweroff) frozen_.insert(frozen_.end(), pids.begin(), pids.end());
       }
-      auto names = Env::Default()->ListShm("/dlckpt." + o_.job + "." + node + ".");
+      auto names = Env::Default()->ListShm(NodePrefix(o_.job, node));
       if (names.ok()) {
         for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
       }
@@ -503,8 +499,8 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
 void Supervisor::StopCodec() {
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
   if (codec_) {
-    auto r = codec_->Call(protocol::MsgType::kShutdown, "", 30000);
-    if (!r.ok()) Log("codec shutdown: " + r.status().ToString());
+    Status r = codec_->Shutdown(30000);
+    if (!r.ok()) Log("codec shutdown: " + r.ToString());
   }
   if (codec_pid_ > 0) {
     if (WaitExit(codec_pid_, 30, nullptr)) {
@@ -579,13 +575,7 @@ void Supervisor::TearDownJobs() {
 Status Supervisor::Recover(RecoveryTimes* t, int* exit_code) {
   double t0 = Now();
   DLCKPT_RETURN_IF_ERROR(LaunchCodec());
-  DLCKPT_RETURN_IF_ERROR(codec_->Send(protocol::MsgType::kSurvey, "").Prefixed("survey"));
-  auto reply = AwaitCodec("survey", 600);
-  if (!reply.ok()) return reply.status();
-  if (reply->type != protocol::MsgType::kSurveyReply) {
-    return Status::Error(EPROTO, std::string("survey: unexpected reply ") + protocol::MsgTypeName(reply->type));
-  }
-  DLCKPT_ASSIGN_OR_RETURN(protocol::SurveyReply survey, protocol::DecodeSurveyReply(reply->payload));
+  DLCKPT_ASSIGN_OR_RETURN(protocol::SurveyReply survey, codec_->Survey(600000, [this] { return WhileWaiting(); }));
   recovery::Input in;
   in.survey = std::move(survey);
   in.dead_nodes = dead_;
@@ -601,43 +591,17 @@ Status Supervisor::Recover(RecoveryTimes* t, int* exit_code) {
   Log("recovery " + std::to_string(recoveries_started_) + ": " + plan->summary);
   double t1 = Now();
   DLCKPT_RETURN_IF_ERROR(
-      codec_->Send(protocol::MsgType::kRecover, protocol::EncodeRecover(recovery::ToRecoverMessage(*plan))));
-  for (;;) {
-    auto f = codec_->Receive(50);
-    if (!f.ok() && f.status().code() == ETIMEDOUT) {
-      Tick();
-      if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "recover: a node stopped answering heartbeats");
-      continue;
-    }
-    if (!f.ok()) return f.status().Prefixed("recover");
-    if (f->type == protocol::MsgType::kError) {
-      auto e = protocol::DecodeError(f->payload);
-      return Status::Error(e.ok() && e->code > 0 ? e->code : EPROTO,
-                           "recover: " + (e.ok() ? e->message : std::string("malformed error")));
-    }
-    if (f->type != protocol::MsgType::kDone) {
-      return Status::Error(EPROTO, std::string("recover: unexpected reply ") + protocol::MsgTypeName(f->type));
-    }
-    DLCKPT_ASSIGN_OR_RETURN(protocol::Done d, protocol::DecodeDone(f->payload));
-    if (d.code != 0) return Status::Error(d.code, "recover: " + d.message);
-    break;
-  }
+      codec_->Recover(recovery::ToRecoverMessage(*plan), -1, [this] { return WhileWaiting(); }).status());
   t->rebuild = Now() - t1;
   placement_ = plan->placement;
   return Status::OK();
 }
 
-Result<protocol::Frame> Supervisor::AwaitCodec(const std::string& what, double timeout) {
-  double deadline = Now() + timeout;
-  for (;;) {
-    auto f = codec_->Receive(50);
-    if (f.ok()) return f;
-    if (f.status().code() != ETIMEDOUT) return f.status().Prefixed(what);
-    Tick();
-    if (heartbeat_failure_) return Status::Error(EHOSTDOWN, what + ": a node stopped answering heartbeats");
-    if (codec_exited_) return Status::Error(ECHILD, what + ": the codec job ended");
-    if (Now() > deadline) return Status::Timeout(what + ": no reply from the codec service");
-  }
+Status Supervisor::WhileWaiting() {
+  Tick();
+  if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "a node stopped answering heartbeats");
+  if (codec_exited_) return Status::Error(ECHILD, "the codec job ended");
+  return Status::OK();
 }
 
 Status Supervisor::WaitForAppInit(double timeout) {
@@ -679,7 +643,7 @@ void Supervisor::Cleanup(int exit_code) {
     return;
   }
   if (o_.hosts.empty()) {
-    auto names = Env::Default()->ListShm(memfs::JobPrefix(o_.job));
+    auto names = Env::Default()->ListShm(JobPrefix(o_.job));
     if (names.ok()) {
       for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
     }

@@ -13,19 +13,18 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/events.h"
-#include "dlckpt/heartbeat.h"
-#include "dlckpt/protocol.h"
-#include "dlckpt/recovery.h"
+#include "dlckpt/base/events.h"
+#include "dlckpt/codec/client.h"
+#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/codec/protocol.h"
+#include "dlckpt/codec/recovery.h"
 #include "launch.h"
 #include "run_options.h"
 
 namespace dlckpt::run {
 
 // Exit codes of dlckpt-run besides the application's own.
-inline constexpr int kExitUnrecoverable = 3;
-inline constexpr int kExitTooManyRecoveries = 4;
-inline constexpr int kExitSetup = 5;
+enum ExitCode : int { kExitUnrecoverable = 3, kExitTooManyRecoveries = 4, kExitSetup = 5 };
 
 class Supervisor {
  public:
@@ -65,7 +64,8 @@ class Supervisor {
   Status WaitForAppInit(double timeout);
   // The codec's reply to a command sent, within timeout seconds; follows events,
   // injections and heartbeats meanwhile (a node powered off during it is noticed).
-  Result<protocol::Frame> AwaitCodec(const std::string& what, double timeout);
+  // Run while a request to the codec waits: follows the jobs; an error ends the wait.
+  Status WhileWaiting();
   void Cleanup(int exit_code);
   void PrintSummary(int exit_code);
   void Log(const std::string& msg) const;
@@ -86,7 +86,7 @@ class Supervisor {
   std::map<int32_t, std::string> placement_;
   uint64_t generation_ = 0;
   pid_t codec_pid_ = -1, app_pid_ = -1;
-  std::unique_ptr<protocol::Connection> codec_;
+  std::unique_ptr<codec::CodecClient> codec_;
   std::unique_ptr<events::Follower> follower_;
   std::unique_ptr<heartbeat::Monitor> heartbeat_;
   std::string heartbeat_key_, heartbeat_address_;

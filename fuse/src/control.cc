@@ -1,6 +1,6 @@
 // The control interface of a mount seen from outside the daemon, and the
-// coordinator socket: see dlckpt/fuse_control.h.
-#include "dlckpt/fuse_control.h"
+// coordinator socket: see dlckpt/fuse/control.h.
+#include "dlckpt/fuse/control.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,8 +15,8 @@
 #include <map>
 #include <sstream>
 
-#include "dlckpt/fuse_mount.h"
-#include "dlckpt/memfs.h"
+#include "dlckpt/fuse/mount.h"
+#include "dlckpt/memfs/memfs.h"
 
 namespace dlckpt::fusefs {
 namespace {

@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/fuse_control.h"
-#include "dlckpt/fuse_job.h"
+#include "dlckpt/base/node.h"
+#include "dlckpt/fuse/control.h"
+#include "dlckpt/fuse/job.h"
 
 namespace {
 
@@ -235,7 +236,7 @@ int CheckpointAll(const JobArgs& a) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   JobOptions jo = a.job;
   jo.log = [](const std::string& m) { std::fprintf(stderr, "dlckpt-ctl checkpoint-all: %s\n", m.c_str()); };
-  MountControl mount(ExpandMountPattern(a.mount, ThisNode(), rank));
+  MountControl mount(ExpandMountPattern(a.mount, dlckpt::ThisNode(), rank));
   dlckpt::Result<uint64_t> e = dlckpt::Status::IOError("not run");
   {
     JobCheckpointer checkpointer(MPI_COMM_WORLD, jo);

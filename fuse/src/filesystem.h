@@ -16,6 +16,12 @@
 // utimens) are kept in an in-memory overlay for the life of the mount: they
 // show in stat() but are not checkpoint data. A later write makes the store's
 // mtime win again.
+//
+// The implementation is split by concern (each file states its contract):
+// filesystem.cc (construction, the operations table, shared helpers),
+// filesystem_entries.cc (lookup, attributes, namespace and directories),
+// filesystem_io.cc (open, read, write, flush, release, fsync) and
+// filesystem_control.cc (the control directory).
 #ifndef DLCKPT_FUSE_FILESYSTEM_H_
 #define DLCKPT_FUSE_FILESYSTEM_H_
 
@@ -29,8 +35,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "dlckpt/fuse_mount.h"
-#include "dlckpt/memfs.h"
+#include "dlckpt/fuse/mount.h"
+#include "dlckpt/memfs/memfs.h"
 #include "inode_table.h"
 
 namespace dlckpt::fusefs {
@@ -105,10 +111,10 @@ class Filesystem final {
   struct DirHandle;
   struct ControlHandle;
 
-  // The store path of child `name` of directory node `parent`: ENOENT if the
-  // node is unknown or unlinked, ENAMETOOLONG if too long.
   // Unlink (dir false) or Rmdir (dir true) of parent/name, answering `req`.
   void RemoveChild(fuse_req_t req, fuse_ino_t parent, const char* name, bool dir);
+  // The store path of child `name` of directory node `parent`: ENOENT if the
+  // node is unknown or unlinked, ENAMETOOLONG if too long.
   Result<std::string> ChildPathLocked(fuse_ino_t parent, const char* name);
   // The store entry behind node `ino` (by path, or by descriptor once
   // unlinked); ESTALE if the table disagrees with the store.
@@ -129,15 +135,21 @@ class Filesystem final {
   bool IsControl(fuse_ino_t ino) const;
   // A name that may not be created, removed or renamed (the control dir).
   bool IsReserved(fuse_ino_t parent, const char* name) const;
+  // For Mknod, Mkdir and Create: if parent/name is reserved, answers `req`
+  // (EPERM inside the control dir, EEXIST for the control dir itself) and
+  // returns true.
+  bool RefuseReservedName(fuse_req_t req, fuse_ino_t parent, const char* name);
   struct stat ControlAttr(fuse_ino_t ino) const;
   void ReplyControlEntry(fuse_req_t req, fuse_ino_t ino);
+  // Lookup of a reserved name (IsReserved): the control dir and its files.
+  void ControlLookup(fuse_req_t req, fuse_ino_t parent, const char* name);
   void ControlOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void ControlWrite(fuse_req_t req, const char* buf, size_t size, fuse_file_info* fi);
   std::string StatusText();
   // Runs one checkpoint through the Checkpointer and records the outcome
   // (a local mount; a coordinated one records its epoch commands).
   Result<uint64_t> RunCheckpoint();
-  // "commit E", "ack E", "abort E" of a coordinated mount (fuse_control.h).
+  // "commit E", "ack E", "abort E" of a coordinated mount (dlckpt/fuse/control.h).
   Result<uint64_t> EpochCommand(std::string_view verb, uint64_t epoch);
 
   memfs::Store* store_ = nullptr;

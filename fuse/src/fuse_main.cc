@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "dlckpt/fuse_mount.h"
+#include "dlckpt/fuse/mount.h"
 
 int main(int argc, char** argv) {
   using namespace dlckpt::fusefs;  // NOLINT(google-build-using-namespace)

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/fuse_job.h"
+#include "dlckpt/fuse/job.h"
 
 namespace dlckpt::fusefs {
 namespace {

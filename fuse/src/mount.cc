@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/fuse_mount.h"
+#include "dlckpt/fuse/mount.h"
 #include "filesystem.h"
 
 namespace dlckpt::fusefs {

@@ -15,8 +15,10 @@
 #include <optional>
 #include <sstream>
 
-#include "dlckpt/fuse_mount.h"
-#include "dlckpt/units.h"
+#include "dlckpt/base/names.h"
+#include "dlckpt/base/node.h"
+#include "dlckpt/fuse/mount.h"
+#include "dlckpt/base/units.h"
 
 namespace dlckpt::fusefs {
 
@@ -291,18 +293,7 @@ Result<MountOptions> ParseMountArgs(int argc, const char* const* argv,
 
   // Identity: explicit, else environment, else defaults.
   std::string job = p.job ? *p.job : (env("DLCKPT_JOB") ? env("DLCKPT_JOB") : "");
-  std::string node;
-  if (p.node) {
-    node = *p.node;
-  } else if (env("DLCKPT_NODE")) {
-    node = env("DLCKPT_NODE");
-  } else {
-    char host[HOST_NAME_MAX + 1] = {};
-    if (gethostname(host, sizeof host - 1) != 0) {
-      return Status::FromErrno(errno, "gethostname (give --node)");
-    }
-    node = host;
-  }
+  std::string node = p.node ? *p.node : NodeFromEnv(env("DLCKPT_NODE"));
   std::string rank_text = p.rank ? *p.rank : (env("DLCKPT_RANK") ? env("DLCKPT_RANK") : "0");
   auto rank = ParseCount(p.rank ? "rank" : "rank ($DLCKPT_RANK)", rank_text, INT32_MAX);
   if (!rank.ok()) return rank.status();
@@ -322,7 +313,7 @@ Result<MountOptions> ParseMountArgs(int argc, const char* const* argv,
       return Status::InvalidArgument(
           "no store given: use --store NAME, or --job JOB (or set DLCKPT_JOB)");
     }
-    auto name = memfs::StoreName(job, node, o.create.rank);
+    auto name = StoreName(job, node, o.create.rank);
     if (!name.ok()) return name.status();
     o.store = *name;
   }

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dlckpt/fuse_mount.h"
+#include "dlckpt/fuse/mount.h"
 
 namespace dlckpt::fusefs {
 namespace {

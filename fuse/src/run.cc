@@ -1,5 +1,5 @@
 // `dlckpt-ctl run`: a mount and a command per process, job-wide checkpoints on
-// request. See RunJob in dlckpt/fuse_job.h.
+// request. See RunJob in dlckpt/fuse/job.h.
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
@@ -20,11 +20,13 @@
 #include <fstream>
 #include <sstream>
 
-#include "collective.h"
-#include "dlckpt/events.h"
-#include "dlckpt/fuse_job.h"
-#include "dlckpt/fuse_mount.h"
-#include "dlckpt/memfs.h"
+#include "dlckpt/base/mpi.h"
+#include "dlckpt/base/names.h"
+#include "dlckpt/base/node.h"
+#include "dlckpt/base/events.h"
+#include "dlckpt/fuse/job.h"
+#include "dlckpt/fuse/mount.h"
+#include "dlckpt/memfs/memfs.h"
 
 extern char** environ;
 
@@ -357,7 +359,7 @@ void Node::Stop() {
 }
 
 // Local events, combined over all processes (the maximum wins).
-enum Event : long { kRequest = 1, kExited = 2, kBroken = 3 };
+enum Event : uint64_t { kRequest = 1, kExited = 2, kBroken = 3 };
 
 }  // namespace
 
@@ -365,7 +367,11 @@ int RunJob(const RunOptions& o) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const std::string node = ThisNode();
-  Collective c(MPI_COMM_WORLD, "rank " + std::to_string(rank) + " on node " + node);
+  const std::string who = "rank " + std::to_string(rank) + " on node " + node;
+  mpi::Collective c(MPI_COMM_WORLD, who);
+  // Waiting for the other commands may last as long as they compute: sleep
+  // up to 20 ms between tests there.
+  mpi::Collective idle(MPI_COMM_WORLD, who, {20000, 20000000});
   auto report = [&](const Status& s) {
     if (rank == 0) std::fprintf(stderr, "dlckpt-ctl run: %s\n", s.ToString().c_str());
   };
@@ -376,7 +382,7 @@ int RunJob(const RunOptions& o) {
 
   Node n(o, rank, node);
   Status s = o.job.empty() ? Status::InvalidArgument("no job id: give --job or set DLCKPT_JOB")
-                           : memfs::StoreName(o.job, node, rank).status();
+                           : StoreName(o.job, node, rank).status();
   if (s.ok()) s = n.Start();
   s = c.Agree(s, "starting the mounts");
   if (!s.ok()) {
@@ -388,15 +394,15 @@ int RunJob(const RunOptions& o) {
   MountControl control(n.mount());
   Result<MountState> state = control.State();
   s = c.Agree(state.status(), "reading the mounts");
-  Result<long> hi = s.ok() ? c.Max(static_cast<long>(state->acked)) : Result<long>(s);
-  Result<long> lo = hi.ok() ? c.Max(-static_cast<long>(state->acked)) : hi;
+  Result<uint64_t> hi = s.ok() ? c.Max(state->acked) : Result<uint64_t>(s);
+  Result<uint64_t> lo = hi.ok() ? c.Min(state->acked) : hi;
   if (!lo.ok()) {
     report(lo.status());
     return 1;
   }
-  if (*hi != -*lo) {
+  if (*hi != *lo) {
     report(Status::Error(EPROTO, "the stores hold different checkpoints (acknowledged epochs " +
-                                     std::to_string(-*lo) + " to " + std::to_string(*hi) +
+                                     std::to_string(*lo) + " to " + std::to_string(*hi) +
                                      "); run under dlckpt-run, which restores one epoch everywhere"));
     return 1;
   }
@@ -413,11 +419,9 @@ int RunJob(const RunOptions& o) {
   JobCheckpointer checkpointer(MPI_COMM_WORLD, jo);
   for (;;) {
     n.WaitEvent();
-    // Waiting here for the other commands may last as long as they compute:
-    // sleep up to 20 ms between tests.
-    long mine = n.broken() ? kBroken : n.has_request() ? kRequest : kExited;
-    auto high = c.Max(mine, 20000000);
-    auto low = high.ok() ? c.Max(-mine) : high;
+    uint64_t mine = n.broken() ? kBroken : n.has_request() ? kRequest : kExited;
+    auto high = idle.Max(mine);
+    auto low = high.ok() ? c.Min(mine) : high;
     if (!low.ok()) {
       std::fprintf(stderr, "dlckpt-ctl run: %s\n", low.status().ToString().c_str());
       return 1;
@@ -429,8 +433,8 @@ int RunJob(const RunOptions& o) {
       n.KillCommand(2000);  // time to report the failed checkpoint
       return 1;
     }
-    if (*high == kExited && -*low == kExited) break;
-    if (*high == kRequest && -*low == kRequest) {
+    if (*high == kExited && *low == kExited) break;
+    if (*high == kRequest && *low == kRequest) {
       Result<uint64_t> e = checkpointer.Checkpoint(control);
       if (!e.ok()) report(e.status());
       n.Answer(e);

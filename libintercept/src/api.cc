@@ -1,11 +1,11 @@
-// api.cc — the public C++ API (dlckpt/intercept.h).
+// api.cc — the public C++ API (dlckpt/intercept/intercept.h).
 #include <fcntl.h>
 
 #include <mutex>
 #include <shared_mutex>
 
 #include "core.h"
-#include "dlckpt/intercept.h"
+#include "dlckpt/intercept/intercept.h"
 
 // ---- public C++ API ------------------------------------------------------------------------------
 

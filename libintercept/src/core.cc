@@ -24,8 +24,10 @@
 #include <vector>
 
 #include "core_c.h"
-#include "dlckpt/intercept.h"
-#include "dlckpt/units.h"
+#include "dlckpt/base/names.h"
+#include "dlckpt/base/node.h"
+#include "dlckpt/intercept/intercept.h"
+#include "dlckpt/base/units.h"
 
 extern "C" {
 int dlckpt_enabled = 0;
@@ -179,18 +181,6 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return v != nullptr && *v != '\0' ? std::string(v) : fallback;
 }
 
-std::string HostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
-  std::string out;
-  for (const char* c = buf; *c != '\0' && out.size() < 63; ++c) {
-    bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-              *c == '.' || *c == '_' || *c == '-';
-    out += ok ? *c : '-';
-  }
-  return out;
-}
-
 Result<int> RankFromEnv() {
   for (const char* name : {"DLCKPT_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
     const char* v = getenv(name);
@@ -206,6 +196,15 @@ Result<int> RankFromEnv() {
   return 0;
 }
 
+// A size from Configure() if set (non-zero), else from environment variable
+// `var` (ParseSize syntax), else `fallback`.
+Result<uint64_t> SizeSetting(uint64_t configured, const char* var, const char* fallback) {
+  if (configured != 0) return configured;
+  auto parsed = ParseSize(EnvOr(var, fallback));
+  if (!parsed.ok()) return parsed.status().Prefixed(var);
+  return *parsed;
+}
+
 }  // namespace
 
 Result<Resolved> ResolveConfig() {
@@ -217,27 +216,15 @@ Result<Resolved> ResolveConfig() {
   }
   Resolved r;
   r.options.job = c.job.empty() ? EnvOr("DLCKPT_JOB", "local") : c.job;
-  r.options.node = c.node.empty() ? EnvOr("DLCKPT_NODE", "") : c.node;
-  if (r.options.node.empty()) r.options.node = HostName();
+  r.options.node = c.node.empty() ? ThisNode() : c.node;
   if (c.rank >= 0) {
     r.options.rank = c.rank;
   } else {
     DLCKPT_ASSIGN_OR_RETURN(r.options.rank, RankFromEnv());
   }
-  uint64_t capacity = c.capacity;
-  if (capacity == 0) {
-    std::string v = EnvOr("DLCKPT_STORE_CAPACITY", "256M");
-    auto parsed = ParseSize(v);
-    if (!parsed.ok()) return parsed.status().Prefixed("DLCKPT_STORE_CAPACITY");
-    capacity = *parsed;
-  }
-  uint64_t block = c.block_size;
-  if (block == 0) {
-    std::string v = EnvOr("DLCKPT_BLOCK_SIZE", "64K");
-    auto parsed = ParseSize(v);
-    if (!parsed.ok()) return parsed.status().Prefixed("DLCKPT_BLOCK_SIZE");
-    block = *parsed;
-  }
+  DLCKPT_ASSIGN_OR_RETURN(uint64_t capacity,
+                          SizeSetting(c.capacity, "DLCKPT_STORE_CAPACITY", "256M"));
+  DLCKPT_ASSIGN_OR_RETURN(uint64_t block, SizeSetting(c.block_size, "DLCKPT_BLOCK_SIZE", "64K"));
   if (block > UINT32_MAX) return Status::InvalidArgument("block size too large");
   r.options.capacity = capacity;
   r.options.block_size = static_cast<uint32_t>(block);
@@ -271,7 +258,7 @@ Result<Resolved> ResolveConfig() {
     r.name = explicit_name[0] == '/' ? explicit_name : "/" + explicit_name;
   } else {
     DLCKPT_ASSIGN_OR_RETURN(r.name,
-                            memfs::StoreName(r.options.job, r.options.node, r.options.rank));
+                            StoreName(r.options.job, r.options.node, r.options.rank));
   }
   return r;
 }
@@ -325,11 +312,13 @@ void DestroyStoreLocked() {
 void ReleaseIfIdle() {
   Process& p = P();
   if (p.sticky.load() || Disabled()) return;
+  int saved_errno = errno;
   InternalScope in;
   std::unique_lock<std::shared_mutex> ex(p.store_mu);
   if (p.sticky.load() || p.store == nullptr) return;
   delete p.store;  // saves the working files; descriptors of directories stay valid
   p.store = nullptr;
+  errno = saved_errno;
 }
 
 int StoreRef::Acquire(bool attach, bool create) {

@@ -1,6 +1,6 @@
 // core.h — libintercept's internal C++ interface, shared by the descriptor,
 // path, stdio and directory code. Not installed; the public interface is
-// dlckpt/intercept.h, the entry points see core_c.h.
+// dlckpt/intercept/intercept.h, the entry points see core_c.h.
 //
 // Locking. One process-wide reader/writer lock guards the store pointer:
 // every memfs operation holds it shared (StoreRef) for its whole duration;
@@ -26,9 +26,9 @@
 #include <shared_mutex>
 #include <string>
 
-#include "dlckpt/intercept.h"
-#include "dlckpt/memfs.h"
-#include "dlckpt/status.h"
+#include "dlckpt/intercept/intercept.h"
+#include "dlckpt/memfs/memfs.h"
+#include "dlckpt/base/status.h"
 #include "fd_table.h"
 #include "paths.h"
 
@@ -96,6 +96,14 @@ bool Disabled() noexcept;
 // the errno (e.g. EBADF for a stale directory descriptor).
 enum class Route { kOs, kMemfs, kError };
 Route Resolve(int dirfd, const char* path, std::string* out, int* err);
+// Resolve() for a path the application passed to an entry point: kOs (not
+// ours) while dlckpt is disabled or the caller is dlckpt itself; else resolved
+// inside an InternalScope.
+inline Route ResolveAppPath(int dirfd, const char* path, std::string* out, int* err) {
+  if (Disabled() || InInternal()) return Route::kOs;
+  InternalScope in;
+  return Resolve(dirfd, path, out, err);
+}
 
 // What a memfs path is.
 struct Entry {
@@ -107,7 +115,8 @@ struct Entry {
 int Lookup(memfs::Store* store, const std::string& path, Entry* out);
 
 // Detaches the store after an operation if this process never opened a
-// memfs file (see Process::sticky). Call without holding a StoreRef.
+// memfs file (see Process::sticky). Call without holding a StoreRef. Leaves
+// errno as it was.
 void ReleaseIfIdle();
 
 // Opens memfs `path`; returns the descriptor or -1 with errno.

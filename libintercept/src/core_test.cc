@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core_c.h"
-#include "dlckpt/intercept.h"
+#include "dlckpt/intercept/intercept.h"
 
 namespace dlckpt::intercept {
 namespace {

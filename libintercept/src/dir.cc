@@ -195,15 +195,10 @@ using namespace dlckpt::intercept::internal;  // NOLINT(google-build-using-names
 extern "C" {
 
 int dlckpt_ic_opendir(const char* path, DIR** out) {
-  if (Disabled() || InInternal()) return 0;
   try {
     std::string p;
     int err = 0;
-    Route r;
-    {
-      InternalScope in;
-      r = Resolve(AT_FDCWD, path, &p, &err);
-    }
+    Route r = ResolveAppPath(AT_FDCWD, path, &p, &err);
     if (r == Route::kOs) return 0;
     *out = nullptr;
     if (r == Route::kError) {
@@ -219,9 +214,7 @@ int dlckpt_ic_opendir(const char* path, DIR** out) {
         errno = e;
       }
     }
-    int e = errno;
     ReleaseIfIdle();
-    errno = e;
   } catch (...) {
     errno = ENOMEM;
     *out = nullptr;
@@ -231,30 +224,24 @@ int dlckpt_ic_opendir(const char* path, DIR** out) {
 
 int dlckpt_ic_fdopendir(int fd, DIR** out) {
   if (Disabled() || InInternal() || !Fds().Contains(fd)) return 0;
+  *out = nullptr;
   try {
     std::string path;
     {
       InternalScope in;
       StoreRef ref;
       std::shared_ptr<OpenFile> f = FdFile(fd, &ref);
-      if (f == nullptr) {
-        *out = nullptr;
-        return 1;
-      }
+      if (f == nullptr) return 1;  // errno EBADF
       if (f->kind != OpenFile::Kind::kDir) {
         errno = ENOTDIR;
-        *out = nullptr;
         return 1;
       }
       path = f->path;
     }
     *out = MakeDir(fd, path);
-    int e = errno;
     ReleaseIfIdle();
-    errno = e;
   } catch (...) {
     errno = ENOMEM;
-    *out = nullptr;
   }
   return 1;
 }

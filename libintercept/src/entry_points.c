@@ -95,104 +95,80 @@ static void* dlckpt_resolve(const char* name) {
  * memfs working directory or the path climbs out of a prefix with "..". */
 #define OSP(dirfd, path) dlckpt_ic_os_path((dirfd), (path))
 
+/* The shape of almost every entry point:
+ *
+ *   ENTRY_POINT(prologue, T, f, (params), core, (args))
+ *
+ * defines f's entry point, returning T. It runs `prologue` (a fortified
+ * variant's check, the reading of variadic arguments; may be empty), then
+ * evaluates `core`, the core_c.h call: it stores its result in the local
+ * `T r` and is true when the call was for memfs, in which case r is returned.
+ * Otherwise the OS's f is called with `args`.
+ * INTERCEPT is ENTRY_POINT without prologue; INTERCEPT_FD asks the core only
+ * while memfs descriptors exist (one atomic load otherwise). */
+#define ENTRY_POINT(prologue, T, f, params, core, args) \
+  REAL_DECL(f)                                          \
+  T ENTRY(f) params {                                   \
+    prologue;                                           \
+    T r;                                                \
+    if (core) return r;                                 \
+    return REAL(f) args;                                \
+  }
+#define INTERCEPT(T, f, params, core, args) ENTRY_POINT(, T, f, params, core, args)
+#define INTERCEPT_FD(T, f, params, core, args) \
+  ENTRY_POINT(, T, f, params, !DLCKPT_NO_MEMFS_FDS() && (core), args)
+
+/* Prologues. CHECK: a fortified variant fails as glibc's does. VA_MODE: the
+ * mode argument of open, present only when the flags need one. VA_PTR: the
+ * optional third argument of fcntl and ioctl, as a pointer. */
+#define CHECK(overflow) \
+  if (overflow) __chk_fail()
 #define NEEDS_MODE(flags) (((flags) & O_CREAT) || ((flags) & __O_TMPFILE) == __O_TMPFILE)
-#define VA_MODE(last, flags)                 \
+#define VA_MODE(flags)                       \
   mode_t mode = 0;                           \
   if (NEEDS_MODE(flags)) {                   \
     va_list ap;                              \
-    va_start(ap, last);                      \
+    va_start(ap, flags);                     \
     mode = (mode_t)va_arg(ap, int);          \
     va_end(ap);                              \
+  }
+#define VA_PTR(last)         \
+  void* arg;                 \
+  {                          \
+    va_list ap;              \
+    va_start(ap, last);      \
+    arg = va_arg(ap, void*); \
+    va_end(ap);              \
   }
 
 /* ---- open ---- */
 
-REAL_DECL(open)
-int ENTRY(open)(const char* path, int flags, ...) {
-  VA_MODE(flags, flags);
-  int r;
-  if (dlckpt_ic_open(AT_FDCWD, path, flags, mode, &r)) return r;
-  return REAL(open)(OSP(AT_FDCWD, path), flags, mode);
-}
-
-REAL_DECL(open64)
-int ENTRY(open64)(const char* path, int flags, ...) {
-  VA_MODE(flags, flags);
-  int r;
-  if (dlckpt_ic_open(AT_FDCWD, path, flags, mode, &r)) return r;
-  return REAL(open64)(OSP(AT_FDCWD, path), flags, mode);
-}
-
-REAL_DECL(openat)
-int ENTRY(openat)(int dirfd, const char* path, int flags, ...) {
-  VA_MODE(flags, flags);
-  int r;
-  if (dlckpt_ic_open(dirfd, path, flags, mode, &r)) return r;
-  return REAL(openat)(dirfd, OSP(dirfd, path), flags, mode);
-}
-
-REAL_DECL(openat64)
-int ENTRY(openat64)(int dirfd, const char* path, int flags, ...) {
-  VA_MODE(flags, flags);
-  int r;
-  if (dlckpt_ic_open(dirfd, path, flags, mode, &r)) return r;
-  return REAL(openat64)(dirfd, OSP(dirfd, path), flags, mode);
-}
-
-REAL_DECL(__open_2)
-int ENTRY(__open_2)(const char* path, int flags) {
-  if (NEEDS_MODE(flags)) __chk_fail();
-  int r;
-  if (dlckpt_ic_open(AT_FDCWD, path, flags, 0, &r)) return r;
-  return REAL(__open_2)(OSP(AT_FDCWD, path), flags);
-}
-
-REAL_DECL(__open64_2)
-int ENTRY(__open64_2)(const char* path, int flags) {
-  if (NEEDS_MODE(flags)) __chk_fail();
-  int r;
-  if (dlckpt_ic_open(AT_FDCWD, path, flags, 0, &r)) return r;
-  return REAL(__open64_2)(OSP(AT_FDCWD, path), flags);
-}
-
-REAL_DECL(__openat_2)
-int ENTRY(__openat_2)(int dirfd, const char* path, int flags) {
-  if (NEEDS_MODE(flags)) __chk_fail();
-  int r;
-  if (dlckpt_ic_open(dirfd, path, flags, 0, &r)) return r;
-  return REAL(__openat_2)(dirfd, OSP(dirfd, path), flags);
-}
-
-REAL_DECL(__openat64_2)
-int ENTRY(__openat64_2)(int dirfd, const char* path, int flags) {
-  if (NEEDS_MODE(flags)) __chk_fail();
-  int r;
-  if (dlckpt_ic_open(dirfd, path, flags, 0, &r)) return r;
-  return REAL(__openat64_2)(dirfd, OSP(dirfd, path), flags);
-}
-
-REAL_DECL(creat)
-int ENTRY(creat)(const char* path, mode_t mode) {
-  int r;
-  if (dlckpt_ic_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, &r)) return r;
-  return REAL(creat)(OSP(AT_FDCWD, path), mode);
-}
-
-REAL_DECL(creat64)
-int ENTRY(creat64)(const char* path, mode_t mode) {
-  int r;
-  if (dlckpt_ic_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, &r)) return r;
-  return REAL(creat64)(OSP(AT_FDCWD, path), mode);
-}
+ENTRY_POINT(VA_MODE(flags), int, open, (const char* path, int flags, ...),
+            dlckpt_ic_open(AT_FDCWD, path, flags, mode, &r), (OSP(AT_FDCWD, path), flags, mode))
+ENTRY_POINT(VA_MODE(flags), int, open64, (const char* path, int flags, ...),
+            dlckpt_ic_open(AT_FDCWD, path, flags, mode, &r), (OSP(AT_FDCWD, path), flags, mode))
+ENTRY_POINT(VA_MODE(flags), int, openat, (int dirfd, const char* path, int flags, ...),
+            dlckpt_ic_open(dirfd, path, flags, mode, &r), (dirfd, OSP(dirfd, path), flags, mode))
+ENTRY_POINT(VA_MODE(flags), int, openat64, (int dirfd, const char* path, int flags, ...),
+            dlckpt_ic_open(dirfd, path, flags, mode, &r), (dirfd, OSP(dirfd, path), flags, mode))
+ENTRY_POINT(CHECK(NEEDS_MODE(flags)), int, __open_2, (const char* path, int flags),
+            dlckpt_ic_open(AT_FDCWD, path, flags, 0, &r), (OSP(AT_FDCWD, path), flags))
+ENTRY_POINT(CHECK(NEEDS_MODE(flags)), int, __open64_2, (const char* path, int flags),
+            dlckpt_ic_open(AT_FDCWD, path, flags, 0, &r), (OSP(AT_FDCWD, path), flags))
+ENTRY_POINT(CHECK(NEEDS_MODE(flags)), int, __openat_2, (int dirfd, const char* path, int flags),
+            dlckpt_ic_open(dirfd, path, flags, 0, &r), (dirfd, OSP(dirfd, path), flags))
+ENTRY_POINT(CHECK(NEEDS_MODE(flags)), int, __openat64_2, (int dirfd, const char* path, int flags),
+            dlckpt_ic_open(dirfd, path, flags, 0, &r), (dirfd, OSP(dirfd, path), flags))
+INTERCEPT(int, creat, (const char* path, mode_t mode),
+          dlckpt_ic_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, &r),
+          (OSP(AT_FDCWD, path), mode))
+INTERCEPT(int, creat64, (const char* path, mode_t mode),
+          dlckpt_ic_open(AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode, &r),
+          (OSP(AT_FDCWD, path), mode))
 
 /* ---- close ---- */
 
-REAL_DECL(close)
-int ENTRY(close)(int fd) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_close(fd, &r)) return r;
-  return REAL(close)(fd);
-}
+INTERCEPT_FD(int, close, (int fd), dlckpt_ic_close(fd, &r), (fd))
 
 REAL_DECL(close_range)
 int ENTRY(close_range)(unsigned int lo, unsigned int hi, int flags) {
@@ -208,746 +184,282 @@ void ENTRY(closefrom)(int lo) {
 
 /* ---- data ---- */
 
-REAL_DECL(read)
-ssize_t ENTRY(read)(int fd, void* buf, size_t len) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_read(fd, buf, len, &r)) return r;
-  return REAL(read)(fd, buf, len);
-}
-
-REAL_DECL(write)
-ssize_t ENTRY(write)(int fd, const void* buf, size_t len) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_write(fd, buf, len, &r)) return r;
-  return REAL(write)(fd, buf, len);
-}
-
-REAL_DECL(pread)
-ssize_t ENTRY(pread)(int fd, void* buf, size_t len, off_t off) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
-  return REAL(pread)(fd, buf, len, off);
-}
-
-REAL_DECL(pread64)
-ssize_t ENTRY(pread64)(int fd, void* buf, size_t len, off64_t off) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
-  return REAL(pread64)(fd, buf, len, off);
-}
-
-REAL_DECL(pwrite)
-ssize_t ENTRY(pwrite)(int fd, const void* buf, size_t len, off_t off) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pwrite(fd, buf, len, off, &r)) return r;
-  return REAL(pwrite)(fd, buf, len, off);
-}
-
-REAL_DECL(pwrite64)
-ssize_t ENTRY(pwrite64)(int fd, const void* buf, size_t len, off64_t off) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pwrite(fd, buf, len, off, &r)) return r;
-  return REAL(pwrite64)(fd, buf, len, off);
-}
-
-REAL_DECL(readv)
-ssize_t ENTRY(readv)(int fd, const struct iovec* iov, int cnt) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, -1, &r)) return r;
-  return REAL(readv)(fd, iov, cnt);
-}
-
-REAL_DECL(writev)
-ssize_t ENTRY(writev)(int fd, const struct iovec* iov, int cnt) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, -1, &r)) return r;
-  return REAL(writev)(fd, iov, cnt);
-}
+INTERCEPT_FD(ssize_t, read, (int fd, void* buf, size_t len),
+             dlckpt_ic_read(fd, buf, len, &r), (fd, buf, len))
+INTERCEPT_FD(ssize_t, write, (int fd, const void* buf, size_t len),
+             dlckpt_ic_write(fd, buf, len, &r), (fd, buf, len))
+INTERCEPT_FD(ssize_t, pread, (int fd, void* buf, size_t len, off_t off),
+             dlckpt_ic_pread(fd, buf, len, off, &r), (fd, buf, len, off))
+INTERCEPT_FD(ssize_t, pread64, (int fd, void* buf, size_t len, off64_t off),
+             dlckpt_ic_pread(fd, buf, len, off, &r), (fd, buf, len, off))
+INTERCEPT_FD(ssize_t, pwrite, (int fd, const void* buf, size_t len, off_t off),
+             dlckpt_ic_pwrite(fd, buf, len, off, &r), (fd, buf, len, off))
+INTERCEPT_FD(ssize_t, pwrite64, (int fd, const void* buf, size_t len, off64_t off),
+             dlckpt_ic_pwrite(fd, buf, len, off, &r), (fd, buf, len, off))
+INTERCEPT_FD(ssize_t, readv, (int fd, const struct iovec* iov, int cnt),
+             dlckpt_ic_readv(fd, iov, cnt, -1, &r), (fd, iov, cnt))
+INTERCEPT_FD(ssize_t, writev, (int fd, const struct iovec* iov, int cnt),
+             dlckpt_ic_writev(fd, iov, cnt, -1, &r), (fd, iov, cnt))
 
 /* Positioned vector calls: a negative offset is EINVAL (-2 to the core), except
  * -1 for the *v2 calls, which means the current offset. */
 #define POS(off) ((off) < 0 ? -2 : (off))
 #define POS2(off) ((off) == -1 ? -1 : POS(off))
 
-REAL_DECL(preadv)
-ssize_t ENTRY(preadv)(int fd, const struct iovec* iov, int cnt, off_t off) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, POS(off), &r)) return r;
-  return REAL(preadv)(fd, iov, cnt, off);
-}
+INTERCEPT_FD(ssize_t, preadv, (int fd, const struct iovec* iov, int cnt, off_t off),
+             dlckpt_ic_readv(fd, iov, cnt, POS(off), &r), (fd, iov, cnt, off))
+INTERCEPT_FD(ssize_t, preadv64, (int fd, const struct iovec* iov, int cnt, off64_t off),
+             dlckpt_ic_readv(fd, iov, cnt, POS(off), &r), (fd, iov, cnt, off))
+INTERCEPT_FD(ssize_t, pwritev, (int fd, const struct iovec* iov, int cnt, off_t off),
+             dlckpt_ic_writev(fd, iov, cnt, POS(off), &r), (fd, iov, cnt, off))
+INTERCEPT_FD(ssize_t, pwritev64, (int fd, const struct iovec* iov, int cnt, off64_t off),
+             dlckpt_ic_writev(fd, iov, cnt, POS(off), &r), (fd, iov, cnt, off))
+INTERCEPT_FD(ssize_t, preadv2, (int fd, const struct iovec* iov, int cnt, off_t off, int flags),
+             dlckpt_ic_readv(fd, iov, cnt, POS2(off), &r), (fd, iov, cnt, off, flags))
+INTERCEPT_FD(ssize_t, preadv64v2,
+             (int fd, const struct iovec* iov, int cnt, off64_t off, int flags),
+             dlckpt_ic_readv(fd, iov, cnt, POS2(off), &r), (fd, iov, cnt, off, flags))
+INTERCEPT_FD(ssize_t, pwritev2, (int fd, const struct iovec* iov, int cnt, off_t off, int flags),
+             dlckpt_ic_writev(fd, iov, cnt, POS2(off), &r), (fd, iov, cnt, off, flags))
+INTERCEPT_FD(ssize_t, pwritev64v2,
+             (int fd, const struct iovec* iov, int cnt, off64_t off, int flags),
+             dlckpt_ic_writev(fd, iov, cnt, POS2(off), &r), (fd, iov, cnt, off, flags))
 
-REAL_DECL(preadv64)
-ssize_t ENTRY(preadv64)(int fd, const struct iovec* iov, int cnt, off64_t off) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, POS(off), &r)) return r;
-  return REAL(preadv64)(fd, iov, cnt, off);
-}
+ENTRY_POINT(CHECK(len > buflen), ssize_t, __read_chk,
+            (int fd, void* buf, size_t len, size_t buflen),
+            !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_read(fd, buf, len, &r), (fd, buf, len, buflen))
+ENTRY_POINT(CHECK(len > buflen), ssize_t, __pread_chk,
+            (int fd, void* buf, size_t len, off_t off, size_t buflen),
+            !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r),
+            (fd, buf, len, off, buflen))
+ENTRY_POINT(CHECK(len > buflen), ssize_t, __pread64_chk,
+            (int fd, void* buf, size_t len, off64_t off, size_t buflen),
+            !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r),
+            (fd, buf, len, off, buflen))
 
-REAL_DECL(pwritev)
-ssize_t ENTRY(pwritev)(int fd, const struct iovec* iov, int cnt, off_t off) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, POS(off), &r)) return r;
-  return REAL(pwritev)(fd, iov, cnt, off);
-}
-
-REAL_DECL(pwritev64)
-ssize_t ENTRY(pwritev64)(int fd, const struct iovec* iov, int cnt, off64_t off) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, POS(off), &r)) return r;
-  return REAL(pwritev64)(fd, iov, cnt, off);
-}
-
-REAL_DECL(preadv2)
-ssize_t ENTRY(preadv2)(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, POS2(off), &r)) return r;
-  return REAL(preadv2)(fd, iov, cnt, off, flags);
-}
-
-REAL_DECL(preadv64v2)
-ssize_t ENTRY(preadv64v2)(int fd, const struct iovec* iov, int cnt, off64_t off, int flags) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_readv(fd, iov, cnt, POS2(off), &r)) return r;
-  return REAL(preadv64v2)(fd, iov, cnt, off, flags);
-}
-
-REAL_DECL(pwritev2)
-ssize_t ENTRY(pwritev2)(int fd, const struct iovec* iov, int cnt, off_t off, int flags) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, POS2(off), &r)) return r;
-  return REAL(pwritev2)(fd, iov, cnt, off, flags);
-}
-
-REAL_DECL(pwritev64v2)
-ssize_t ENTRY(pwritev64v2)(int fd, const struct iovec* iov, int cnt, off64_t off, int flags) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_writev(fd, iov, cnt, POS2(off), &r)) return r;
-  return REAL(pwritev64v2)(fd, iov, cnt, off, flags);
-}
-
-REAL_DECL(__read_chk)
-ssize_t ENTRY(__read_chk)(int fd, void* buf, size_t len, size_t buflen) {
-  if (len > buflen) __chk_fail();
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_read(fd, buf, len, &r)) return r;
-  return REAL(__read_chk)(fd, buf, len, buflen);
-}
-
-REAL_DECL(__pread_chk)
-ssize_t ENTRY(__pread_chk)(int fd, void* buf, size_t len, off_t off, size_t buflen) {
-  if (len > buflen) __chk_fail();
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
-  return REAL(__pread_chk)(fd, buf, len, off, buflen);
-}
-
-REAL_DECL(__pread64_chk)
-ssize_t ENTRY(__pread64_chk)(int fd, void* buf, size_t len, off64_t off, size_t buflen) {
-  if (len > buflen) __chk_fail();
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_pread(fd, buf, len, off, &r)) return r;
-  return REAL(__pread64_chk)(fd, buf, len, off, buflen);
-}
-
-REAL_DECL(lseek)
-off_t ENTRY(lseek)(int fd, off_t off, int whence) {
-  off_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_lseek(fd, off, whence, &r)) return r;
-  return REAL(lseek)(fd, off, whence);
-}
-
-REAL_DECL(lseek64)
-off64_t ENTRY(lseek64)(int fd, off64_t off, int whence) {
-  off_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_lseek(fd, off, whence, &r)) return r;
-  return REAL(lseek64)(fd, off, whence);
-}
+INTERCEPT_FD(off_t, lseek, (int fd, off_t off, int whence),
+             dlckpt_ic_lseek(fd, off, whence, &r), (fd, off, whence))
+INTERCEPT_FD(off64_t, lseek64, (int fd, off64_t off, int whence),
+             dlckpt_ic_lseek(fd, off, whence, &r), (fd, off, whence))
 
 /* ---- metadata (struct stat64 is struct stat on x86-64) ---- */
 
-REAL_DECL(fstat)
-int ENTRY(fstat)(int fd, struct stat* st) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fstat(fd, st, &r)) return r;
-  return REAL(fstat)(fd, st);
-}
+#define ST(st) ((struct stat*)(st))
 
-REAL_DECL(fstat64)
-int ENTRY(fstat64)(int fd, struct stat64* st) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fstat(fd, (struct stat*)st, &r)) return r;
-  return REAL(fstat64)(fd, st);
-}
+INTERCEPT_FD(int, fstat, (int fd, struct stat* st), dlckpt_ic_fstat(fd, st, &r), (fd, st))
+INTERCEPT_FD(int, fstat64, (int fd, struct stat64* st), dlckpt_ic_fstat(fd, ST(st), &r), (fd, st))
+INTERCEPT(int, stat, (const char* path, struct stat* st),
+          dlckpt_ic_stat(AT_FDCWD, path, st, 0, &r), (OSP(AT_FDCWD, path), st))
+INTERCEPT(int, stat64, (const char* path, struct stat64* st),
+          dlckpt_ic_stat(AT_FDCWD, path, ST(st), 0, &r), (OSP(AT_FDCWD, path), st))
+INTERCEPT(int, lstat, (const char* path, struct stat* st),
+          dlckpt_ic_stat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW, &r), (OSP(AT_FDCWD, path), st))
+INTERCEPT(int, lstat64, (const char* path, struct stat64* st),
+          dlckpt_ic_stat(AT_FDCWD, path, ST(st), AT_SYMLINK_NOFOLLOW, &r),
+          (OSP(AT_FDCWD, path), st))
+INTERCEPT(int, fstatat, (int dirfd, const char* path, struct stat* st, int flags),
+          dlckpt_ic_stat(dirfd, path, st, flags, &r), (dirfd, OSP(dirfd, path), st, flags))
+INTERCEPT(int, fstatat64, (int dirfd, const char* path, struct stat64* st, int flags),
+          dlckpt_ic_stat(dirfd, path, ST(st), flags, &r), (dirfd, OSP(dirfd, path), st, flags))
+INTERCEPT(int, statx,
+          (int dirfd, const char* path, int flags, unsigned int mask, struct statx* stx),
+          dlckpt_ic_statx(dirfd, path, flags, mask, stx, &r),
+          (dirfd, OSP(dirfd, path), flags, mask, stx))
+INTERCEPT(int, __xstat, (int ver, const char* path, struct stat* st),
+          dlckpt_ic_stat(AT_FDCWD, path, st, 0, &r), (ver, OSP(AT_FDCWD, path), st))
+INTERCEPT(int, __xstat64, (int ver, const char* path, struct stat64* st),
+          dlckpt_ic_stat(AT_FDCWD, path, ST(st), 0, &r), (ver, OSP(AT_FDCWD, path), st))
+INTERCEPT(int, __lxstat, (int ver, const char* path, struct stat* st),
+          dlckpt_ic_stat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW, &r),
+          (ver, OSP(AT_FDCWD, path), st))
+INTERCEPT(int, __lxstat64, (int ver, const char* path, struct stat64* st),
+          dlckpt_ic_stat(AT_FDCWD, path, ST(st), AT_SYMLINK_NOFOLLOW, &r),
+          (ver, OSP(AT_FDCWD, path), st))
+INTERCEPT_FD(int, __fxstat, (int ver, int fd, struct stat* st),
+             dlckpt_ic_fstat(fd, st, &r), (ver, fd, st))
+INTERCEPT_FD(int, __fxstat64, (int ver, int fd, struct stat64* st),
+             dlckpt_ic_fstat(fd, ST(st), &r), (ver, fd, st))
+INTERCEPT(int, __fxstatat, (int ver, int dirfd, const char* path, struct stat* st, int flags),
+          dlckpt_ic_stat(dirfd, path, st, flags, &r), (ver, dirfd, OSP(dirfd, path), st, flags))
+INTERCEPT(int, __fxstatat64, (int ver, int dirfd, const char* path, struct stat64* st, int flags),
+          dlckpt_ic_stat(dirfd, path, ST(st), flags, &r),
+          (ver, dirfd, OSP(dirfd, path), st, flags))
 
-REAL_DECL(stat)
-int ENTRY(stat)(const char* path, struct stat* st) {
-  int r;
-  if (dlckpt_ic_stat(AT_FDCWD, path, st, 0, &r)) return r;
-  return REAL(stat)(OSP(AT_FDCWD, path), st);
-}
+INTERCEPT_FD(int, ftruncate, (int fd, off_t len), dlckpt_ic_ftruncate(fd, len, &r), (fd, len))
+INTERCEPT_FD(int, ftruncate64, (int fd, off64_t len), dlckpt_ic_ftruncate(fd, len, &r), (fd, len))
+INTERCEPT(int, truncate, (const char* path, off_t len),
+          dlckpt_ic_truncate(path, len, &r), (OSP(AT_FDCWD, path), len))
+INTERCEPT(int, truncate64, (const char* path, off64_t len),
+          dlckpt_ic_truncate(path, len, &r), (OSP(AT_FDCWD, path), len))
+INTERCEPT_FD(int, fsync, (int fd), dlckpt_ic_fsync(fd, &r), (fd))
+INTERCEPT_FD(int, fdatasync, (int fd), dlckpt_ic_fsync(fd, &r), (fd))
 
-REAL_DECL(stat64)
-int ENTRY(stat64)(const char* path, struct stat64* st) {
-  int r;
-  if (dlckpt_ic_stat(AT_FDCWD, path, (struct stat*)st, 0, &r)) return r;
-  return REAL(stat64)(OSP(AT_FDCWD, path), st);
-}
-
-REAL_DECL(lstat)
-int ENTRY(lstat)(const char* path, struct stat* st) {
-  int r;
-  if (dlckpt_ic_stat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW, &r)) return r;
-  return REAL(lstat)(OSP(AT_FDCWD, path), st);
-}
-
-REAL_DECL(lstat64)
-int ENTRY(lstat64)(const char* path, struct stat64* st) {
-  int r;
-  if (dlckpt_ic_stat(AT_FDCWD, path, (struct stat*)st, AT_SYMLINK_NOFOLLOW, &r)) return r;
-  return REAL(lstat64)(OSP(AT_FDCWD, path), st);
-}
-
-REAL_DECL(fstatat)
-int ENTRY(fstatat)(int dirfd, const char* path, struct stat* st, int flags) {
-  int r;
-  if (dlckpt_ic_stat(dirfd, path, st, flags, &r)) return r;
-  return REAL(fstatat)(dirfd, OSP(dirfd, path), st, flags);
-}
-
-REAL_DECL(fstatat64)
-int ENTRY(fstatat64)(int dirfd, const char* path, struct stat64* st, int flags) {
-  int r;
-  if (dlckpt_ic_stat(dirfd, path, (struct stat*)st, flags, &r)) return r;
-  return REAL(fstatat64)(dirfd, OSP(dirfd, path), st, flags);
-}
-
-REAL_DECL(statx)
-int ENTRY(statx)(int dirfd, const char* path, int flags, unsigned int mask, struct statx* stx) {
-  int r;
-  if (dlckpt_ic_statx(dirfd, path, flags, mask, stx, &r)) return r;
-  return REAL(statx)(dirfd, OSP(dirfd, path), flags, mask, stx);
-}
-
-REAL_DECL(__xstat)
-int ENTRY(__xstat)(int ver, const char* path, struct stat* st) {
-  int r;
-  if (dlckpt_ic_stat(AT_FDCWD, path, st, 0, &r)) return r;
-  return REAL(__xstat)(ver, OSP(AT_FDCWD, path), st);
-}
-
-REAL_DECL(__xstat64)
-int ENTRY(__xstat64)(int ver, const char* path, struct stat64* st) {
-  int r;
-  if (dlckpt_ic_stat(AT_FDCWD, path, (struct stat*)st, 0, &r)) return r;
-  return REAL(__xstat64)(ver, OSP(AT_FDCWD, path), st);
-}
-
-REAL_DECL(__lxstat)
-int ENTRY(__lxstat)(int ver, const char* path, struct stat* st) {
-  int r;
-  if (dlckpt_ic_stat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW, &r)) return r;
-  return REAL(__lxstat)(ver, OSP(AT_FDCWD, path), st);
-}
-
-REAL_DECL(__lxstat64)
-int ENTRY(__lxstat64)(int ver, const char* path, struct stat64* st) {
-  int r;
-  if (dlckpt_ic_stat(AT_FDCWD, path, (struct stat*)st, AT_SYMLINK_NOFOLLOW, &r)) return r;
-  return REAL(__lxstat64)(ver, OSP(AT_FDCWD, path), st);
-}
-
-REAL_DECL(__fxstat)
-int ENTRY(__fxstat)(int ver, int fd, struct stat* st) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fstat(fd, st, &r)) return r;
-  return REAL(__fxstat)(ver, fd, st);
-}
-
-REAL_DECL(__fxstat64)
-int ENTRY(__fxstat64)(int ver, int fd, struct stat64* st) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fstat(fd, (struct stat*)st, &r)) return r;
-  return REAL(__fxstat64)(ver, fd, st);
-}
-
-REAL_DECL(__fxstatat)
-int ENTRY(__fxstatat)(int ver, int dirfd, const char* path, struct stat* st, int flags) {
-  int r;
-  if (dlckpt_ic_stat(dirfd, path, st, flags, &r)) return r;
-  return REAL(__fxstatat)(ver, dirfd, OSP(dirfd, path), st, flags);
-}
-
-REAL_DECL(__fxstatat64)
-int ENTRY(__fxstatat64)(int ver, int dirfd, const char* path, struct stat64* st, int flags) {
-  int r;
-  if (dlckpt_ic_stat(dirfd, path, (struct stat*)st, flags, &r)) return r;
-  return REAL(__fxstatat64)(ver, dirfd, OSP(dirfd, path), st, flags);
-}
-
-REAL_DECL(ftruncate)
-int ENTRY(ftruncate)(int fd, off_t len) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ftruncate(fd, len, &r)) return r;
-  return REAL(ftruncate)(fd, len);
-}
-
-REAL_DECL(ftruncate64)
-int ENTRY(ftruncate64)(int fd, off64_t len) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ftruncate(fd, len, &r)) return r;
-  return REAL(ftruncate64)(fd, len);
-}
-
-REAL_DECL(truncate)
-int ENTRY(truncate)(const char* path, off_t len) {
-  int r;
-  if (dlckpt_ic_truncate(path, len, &r)) return r;
-  return REAL(truncate)(OSP(AT_FDCWD, path), len);
-}
-
-REAL_DECL(truncate64)
-int ENTRY(truncate64)(const char* path, off64_t len) {
-  int r;
-  if (dlckpt_ic_truncate(path, len, &r)) return r;
-  return REAL(truncate64)(OSP(AT_FDCWD, path), len);
-}
-
-REAL_DECL(fsync)
-int ENTRY(fsync)(int fd) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fsync(fd, &r)) return r;
-  return REAL(fsync)(fd);
-}
-
-REAL_DECL(fdatasync)
-int ENTRY(fdatasync)(int fd) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fsync(fd, &r)) return r;
-  return REAL(fdatasync)(fd);
-}
-
-REAL_DECL(access)
-int ENTRY(access)(const char* path, int mode) {
-  int r;
-  if (dlckpt_ic_access(AT_FDCWD, path, mode, 0, &r)) return r;
-  return REAL(access)(OSP(AT_FDCWD, path), mode);
-}
-
-REAL_DECL(faccessat)
-int ENTRY(faccessat)(int dirfd, const char* path, int mode, int flags) {
-  int r;
-  if (dlckpt_ic_access(dirfd, path, mode, flags, &r)) return r;
-  return REAL(faccessat)(dirfd, OSP(dirfd, path), mode, flags);
-}
-
-REAL_DECL(euidaccess)
-int ENTRY(euidaccess)(const char* path, int mode) {
-  int r;
-  if (dlckpt_ic_access(AT_FDCWD, path, mode, AT_EACCESS, &r)) return r;
-  return REAL(euidaccess)(OSP(AT_FDCWD, path), mode);
-}
-
-REAL_DECL(eaccess)
-int ENTRY(eaccess)(const char* path, int mode) {
-  int r;
-  if (dlckpt_ic_access(AT_FDCWD, path, mode, AT_EACCESS, &r)) return r;
-  return REAL(eaccess)(OSP(AT_FDCWD, path), mode);
-}
-
-REAL_DECL(chmod)
-int ENTRY(chmod)(const char* path, mode_t mode) {
-  int r;
-  if (dlckpt_ic_chmod(AT_FDCWD, path, mode, 0, &r)) return r;
-  return REAL(chmod)(OSP(AT_FDCWD, path), mode);
-}
-
-REAL_DECL(fchmod)
-int ENTRY(fchmod)(int fd, mode_t mode) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fchmod(fd, mode, &r)) return r;
-  return REAL(fchmod)(fd, mode);
-}
-
-REAL_DECL(fchmodat)
-int ENTRY(fchmodat)(int dirfd, const char* path, mode_t mode, int flags) {
-  int r;
-  if (dlckpt_ic_chmod(dirfd, path, mode, flags, &r)) return r;
-  return REAL(fchmodat)(dirfd, OSP(dirfd, path), mode, flags);
-}
+INTERCEPT(int, access, (const char* path, int mode),
+          dlckpt_ic_access(AT_FDCWD, path, mode, 0, &r), (OSP(AT_FDCWD, path), mode))
+INTERCEPT(int, faccessat, (int dirfd, const char* path, int mode, int flags),
+          dlckpt_ic_access(dirfd, path, mode, flags, &r), (dirfd, OSP(dirfd, path), mode, flags))
+INTERCEPT(int, euidaccess, (const char* path, int mode),
+          dlckpt_ic_access(AT_FDCWD, path, mode, AT_EACCESS, &r), (OSP(AT_FDCWD, path), mode))
+INTERCEPT(int, eaccess, (const char* path, int mode),
+          dlckpt_ic_access(AT_FDCWD, path, mode, AT_EACCESS, &r), (OSP(AT_FDCWD, path), mode))
+INTERCEPT(int, chmod, (const char* path, mode_t mode),
+          dlckpt_ic_chmod(AT_FDCWD, path, mode, 0, &r), (OSP(AT_FDCWD, path), mode))
+INTERCEPT_FD(int, fchmod, (int fd, mode_t mode), dlckpt_ic_fchmod(fd, mode, &r), (fd, mode))
+INTERCEPT(int, fchmodat, (int dirfd, const char* path, mode_t mode, int flags),
+          dlckpt_ic_chmod(dirfd, path, mode, flags, &r), (dirfd, OSP(dirfd, path), mode, flags))
 
 /* ---- descriptors ---- */
 
-REAL_DECL(dup)
-int ENTRY(dup)(int fd) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_dup(fd, &r)) return r;
-  return REAL(dup)(fd);
+INTERCEPT_FD(int, dup, (int fd), dlckpt_ic_dup(fd, &r), (fd))
+INTERCEPT_FD(int, dup2, (int oldfd, int newfd),
+             dlckpt_ic_dup3(oldfd, newfd, 0, 1, &r), (oldfd, newfd))
+INTERCEPT_FD(int, dup3, (int oldfd, int newfd, int flags),
+             dlckpt_ic_dup3(oldfd, newfd, flags, 0, &r), (oldfd, newfd, flags))
+ENTRY_POINT(VA_PTR(cmd), int, fcntl, (int fd, int cmd, ...),
+            !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fcntl(fd, cmd, arg, &r), (fd, cmd, arg))
+ENTRY_POINT(VA_PTR(cmd), int, fcntl64, (int fd, int cmd, ...),
+            !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fcntl(fd, cmd, arg, &r), (fd, cmd, arg))
+ENTRY_POINT(VA_PTR(request), int, ioctl, (int fd, unsigned long request, ...),
+            !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ioctl(fd, request, arg, &r), (fd, request, arg))
+INTERCEPT_FD(int, flock, (int fd, int op), dlckpt_ic_flock(fd, op, &r), (fd, op))
+INTERCEPT_FD(int, isatty, (int fd), dlckpt_ic_isatty(fd, &r), (fd))
+
+/* posix_fallocate returns the error number and leaves errno alone. */
+static int posix_fallocate_core(int fd, off_t off, off_t len, int* r) {
+  int saved = errno;
+  if (!dlckpt_ic_fallocate(fd, 0, off, len, r)) return 0;
+  *r = *r < 0 ? errno : 0;
+  errno = saved;
+  return 1;
 }
 
-REAL_DECL(dup2)
-int ENTRY(dup2)(int oldfd, int newfd) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_dup3(oldfd, newfd, 0, 1, &r)) return r;
-  return REAL(dup2)(oldfd, newfd);
+INTERCEPT_FD(int, posix_fallocate, (int fd, off_t off, off_t len),
+             posix_fallocate_core(fd, off, len, &r), (fd, off, len))
+INTERCEPT_FD(int, posix_fallocate64, (int fd, off64_t off, off64_t len),
+             posix_fallocate_core(fd, off, len, &r), (fd, off, len))
+INTERCEPT_FD(int, fallocate, (int fd, int mode, off_t off, off_t len),
+             dlckpt_ic_fallocate(fd, mode, off, len, &r), (fd, mode, off, len))
+INTERCEPT_FD(int, fallocate64, (int fd, int mode, off64_t off, off64_t len),
+             dlckpt_ic_fallocate(fd, mode, off, len, &r), (fd, mode, off, len))
+INTERCEPT_FD(int, posix_fadvise, (int fd, off_t off, off_t len, int advice),
+             dlckpt_ic_fadvise(fd, &r), (fd, off, len, advice))
+INTERCEPT_FD(int, posix_fadvise64, (int fd, off64_t off, off64_t len, int advice),
+             dlckpt_ic_fadvise(fd, &r), (fd, off, len, advice))
+
+/* mmap of a memfs descriptor fails with ENODEV: memfs files cannot be mapped. */
+static int mmap_refused(int flags, int fd, void** r) {
+  if ((flags & MAP_ANONYMOUS) || DLCKPT_NO_MEMFS_FDS() || !dlckpt_ic_mmap_refused(fd)) return 0;
+  errno = ENODEV;
+  *r = MAP_FAILED;
+  return 1;
 }
 
-REAL_DECL(dup3)
-int ENTRY(dup3)(int oldfd, int newfd, int flags) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_dup3(oldfd, newfd, flags, 0, &r)) return r;
-  return REAL(dup3)(oldfd, newfd, flags);
-}
+INTERCEPT(void*, mmap, (void* addr, size_t len, int prot, int flags, int fd, off_t off),
+          mmap_refused(flags, fd, &r), (addr, len, prot, flags, fd, off))
+INTERCEPT(void*, mmap64, (void* addr, size_t len, int prot, int flags, int fd, off64_t off),
+          mmap_refused(flags, fd, &r), (addr, len, prot, flags, fd, off))
 
-REAL_DECL(fcntl)
-int ENTRY(fcntl)(int fd, int cmd, ...) {
-  va_list ap;
-  va_start(ap, cmd);
-  void* arg = va_arg(ap, void*);
-  va_end(ap);
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fcntl(fd, cmd, arg, &r)) return r;
-  return REAL(fcntl)(fd, cmd, arg);
-}
-
-REAL_DECL(fcntl64)
-int ENTRY(fcntl64)(int fd, int cmd, ...) {
-  va_list ap;
-  va_start(ap, cmd);
-  void* arg = va_arg(ap, void*);
-  va_end(ap);
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fcntl(fd, cmd, arg, &r)) return r;
-  return REAL(fcntl64)(fd, cmd, arg);
-}
-
-REAL_DECL(ioctl)
-int ENTRY(ioctl)(int fd, unsigned long request, ...) {
-  va_list ap;
-  va_start(ap, request);
-  void* arg = va_arg(ap, void*);
-  va_end(ap);
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ioctl(fd, request, arg, &r)) return r;
-  return REAL(ioctl)(fd, request, arg);
-}
-
-REAL_DECL(flock)
-int ENTRY(flock)(int fd, int op) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_flock(fd, op, &r)) return r;
-  return REAL(flock)(fd, op);
-}
-
-REAL_DECL(isatty)
-int ENTRY(isatty)(int fd) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_isatty(fd, &r)) return r;
-  return REAL(isatty)(fd);
-}
-
-REAL_DECL(posix_fallocate)
-int ENTRY(posix_fallocate)(int fd, off_t off, off_t len) {
-  int saved = errno, r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fallocate(fd, 0, off, len, &r)) {
-    int e = r < 0 ? errno : 0;
-    errno = saved;
-    return e;
-  }
-  return REAL(posix_fallocate)(fd, off, len);
-}
-
-REAL_DECL(posix_fallocate64)
-int ENTRY(posix_fallocate64)(int fd, off64_t off, off64_t len) {
-  int saved = errno, r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fallocate(fd, 0, off, len, &r)) {
-    int e = r < 0 ? errno : 0;
-    errno = saved;
-    return e;
-  }
-  return REAL(posix_fallocate64)(fd, off, len);
-}
-
-REAL_DECL(fallocate)
-int ENTRY(fallocate)(int fd, int mode, off_t off, off_t len) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fallocate(fd, mode, off, len, &r)) return r;
-  return REAL(fallocate)(fd, mode, off, len);
-}
-
-REAL_DECL(fallocate64)
-int ENTRY(fallocate64)(int fd, int mode, off64_t off, off64_t len) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fallocate(fd, mode, off, len, &r)) return r;
-  return REAL(fallocate64)(fd, mode, off, len);
-}
-
-REAL_DECL(posix_fadvise)
-int ENTRY(posix_fadvise)(int fd, off_t off, off_t len, int advice) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fadvise(fd, &r)) return r;
-  return REAL(posix_fadvise)(fd, off, len, advice);
-}
-
-REAL_DECL(posix_fadvise64)
-int ENTRY(posix_fadvise64)(int fd, off64_t off, off64_t len, int advice) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fadvise(fd, &r)) return r;
-  return REAL(posix_fadvise64)(fd, off, len, advice);
-}
-
-REAL_DECL(mmap)
-void* ENTRY(mmap)(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (!(flags & MAP_ANONYMOUS) && !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_mmap_refused(fd)) {
-    errno = ENODEV;  /* memfs files cannot be mapped */
-    return MAP_FAILED;
-  }
-  return REAL(mmap)(addr, len, prot, flags, fd, off);
-}
-
-REAL_DECL(mmap64)
-void* ENTRY(mmap64)(void* addr, size_t len, int prot, int flags, int fd, off64_t off) {
-  if (!(flags & MAP_ANONYMOUS) && !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_mmap_refused(fd)) {
-    errno = ENODEV;
-    return MAP_FAILED;
-  }
-  return REAL(mmap64)(addr, len, prot, flags, fd, off);
-}
-
-REAL_DECL(copy_file_range)
-ssize_t ENTRY(copy_file_range)(int in_fd, off64_t* in_off, int out_fd, off64_t* out_off,
-                               size_t len, unsigned int flags) {
-  ssize_t r;
-  if (flags == 0 && dlckpt_ic_copy(in_fd, in_off, out_fd, out_off, len, &r)) return r;
-  return REAL(copy_file_range)(in_fd, in_off, out_fd, out_off, len, flags);
-}
-
-REAL_DECL(sendfile)
-ssize_t ENTRY(sendfile)(int out_fd, int in_fd, off_t* offset, size_t count) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_copy(in_fd, offset, out_fd, NULL, count, &r)) return r;
-  return REAL(sendfile)(out_fd, in_fd, offset, count);
-}
-
-REAL_DECL(sendfile64)
-ssize_t ENTRY(sendfile64)(int out_fd, int in_fd, off64_t* offset, size_t count) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_copy(in_fd, offset, out_fd, NULL, count, &r)) return r;
-  return REAL(sendfile64)(out_fd, in_fd, offset, count);
-}
+INTERCEPT(ssize_t, copy_file_range,
+          (int in_fd, off64_t* in_off, int out_fd, off64_t* out_off, size_t len,
+           unsigned int flags),
+          flags == 0 && dlckpt_ic_copy(in_fd, in_off, out_fd, out_off, len, &r),
+          (in_fd, in_off, out_fd, out_off, len, flags))
+INTERCEPT_FD(ssize_t, sendfile, (int out_fd, int in_fd, off_t* offset, size_t count),
+             dlckpt_ic_copy(in_fd, offset, out_fd, NULL, count, &r), (out_fd, in_fd, offset, count))
+INTERCEPT_FD(ssize_t, sendfile64, (int out_fd, int in_fd, off64_t* offset, size_t count),
+             dlckpt_ic_copy(in_fd, offset, out_fd, NULL, count, &r), (out_fd, in_fd, offset, count))
 
 /* ---- names ---- */
 
-REAL_DECL(unlink)
-int ENTRY(unlink)(const char* path) {
-  int r;
-  if (dlckpt_ic_unlink(AT_FDCWD, path, 0, &r)) return r;
-  return REAL(unlink)(OSP(AT_FDCWD, path));
-}
+INTERCEPT(int, unlink, (const char* path),
+          dlckpt_ic_unlink(AT_FDCWD, path, 0, &r), (OSP(AT_FDCWD, path)))
+INTERCEPT(int, unlinkat, (int dirfd, const char* path, int flags),
+          dlckpt_ic_unlink(dirfd, path, flags, &r), (dirfd, OSP(dirfd, path), flags))
+INTERCEPT(int, remove, (const char* path), dlckpt_ic_remove(path, &r), (OSP(AT_FDCWD, path)))
+INTERCEPT(int, rename, (const char* from, const char* to),
+          dlckpt_ic_rename(AT_FDCWD, from, AT_FDCWD, to, 0, &r),
+          (OSP(AT_FDCWD, from), OSP(AT_FDCWD, to)))
+INTERCEPT(int, renameat, (int fromfd, const char* from, int tofd, const char* to),
+          dlckpt_ic_rename(fromfd, from, tofd, to, 0, &r),
+          (fromfd, OSP(fromfd, from), tofd, OSP(tofd, to)))
+INTERCEPT(int, renameat2,
+          (int fromfd, const char* from, int tofd, const char* to, unsigned int flags),
+          dlckpt_ic_rename(fromfd, from, tofd, to, flags, &r),
+          (fromfd, OSP(fromfd, from), tofd, OSP(tofd, to), flags))
+INTERCEPT(int, mkdir, (const char* path, mode_t mode),
+          dlckpt_ic_mkdir(AT_FDCWD, path, mode, &r), (OSP(AT_FDCWD, path), mode))
+INTERCEPT(int, mkdirat, (int dirfd, const char* path, mode_t mode),
+          dlckpt_ic_mkdir(dirfd, path, mode, &r), (dirfd, OSP(dirfd, path), mode))
+INTERCEPT(int, rmdir, (const char* path),
+          dlckpt_ic_unlink(AT_FDCWD, path, AT_REMOVEDIR, &r), (OSP(AT_FDCWD, path)))
 
-REAL_DECL(unlinkat)
-int ENTRY(unlinkat)(int dirfd, const char* path, int flags) {
-  int r;
-  if (dlckpt_ic_unlink(dirfd, path, flags, &r)) return r;
-  return REAL(unlinkat)(dirfd, OSP(dirfd, path), flags);
-}
-
-REAL_DECL(remove)
-int ENTRY(remove)(const char* path) {
-  int r;
-  if (dlckpt_ic_remove(path, &r)) return r;
-  return REAL(remove)(OSP(AT_FDCWD, path));
-}
-
-REAL_DECL(rename)
-int ENTRY(rename)(const char* from, const char* to) {
-  int r;
-  if (dlckpt_ic_rename(AT_FDCWD, from, AT_FDCWD, to, 0, &r)) return r;
-  return REAL(rename)(OSP(AT_FDCWD, from), OSP(AT_FDCWD, to));
-}
-
-REAL_DECL(renameat)
-int ENTRY(renameat)(int fromfd, const char* from, int tofd, const char* to) {
-  int r;
-  if (dlckpt_ic_rename(fromfd, from, tofd, to, 0, &r)) return r;
-  return REAL(renameat)(fromfd, OSP(fromfd, from), tofd, OSP(tofd, to));
-}
-
-REAL_DECL(renameat2)
-int ENTRY(renameat2)(int fromfd, const char* from, int tofd, const char* to, unsigned int flags) {
-  int r;
-  if (dlckpt_ic_rename(fromfd, from, tofd, to, flags, &r)) return r;
-  return REAL(renameat2)(fromfd, OSP(fromfd, from), tofd, OSP(tofd, to), flags);
-}
-
-REAL_DECL(mkdir)
-int ENTRY(mkdir)(const char* path, mode_t mode) {
-  int r;
-  if (dlckpt_ic_mkdir(AT_FDCWD, path, mode, &r)) return r;
-  return REAL(mkdir)(OSP(AT_FDCWD, path), mode);
-}
-
-REAL_DECL(mkdirat)
-int ENTRY(mkdirat)(int dirfd, const char* path, mode_t mode) {
-  int r;
-  if (dlckpt_ic_mkdir(dirfd, path, mode, &r)) return r;
-  return REAL(mkdirat)(dirfd, OSP(dirfd, path), mode);
-}
-
-REAL_DECL(rmdir)
-int ENTRY(rmdir)(const char* path) {
-  int r;
-  if (dlckpt_ic_unlink(AT_FDCWD, path, AT_REMOVEDIR, &r)) return r;
-  return REAL(rmdir)(OSP(AT_FDCWD, path));
-}
-
-REAL_DECL(mkstemp)
-int ENTRY(mkstemp)(char* tmpl) {
-  int r;
-  if (dlckpt_ic_mkstemp(tmpl, 0, 0, &r)) return r;
-  return REAL(mkstemp)(tmpl);
-}
-
-REAL_DECL(mkstemp64)
-int ENTRY(mkstemp64)(char* tmpl) {
-  int r;
-  if (dlckpt_ic_mkstemp(tmpl, 0, 0, &r)) return r;
-  return REAL(mkstemp64)(tmpl);
-}
-
-REAL_DECL(mkostemp)
-int ENTRY(mkostemp)(char* tmpl, int flags) {
-  int r;
-  if (dlckpt_ic_mkstemp(tmpl, 0, flags, &r)) return r;
-  return REAL(mkostemp)(tmpl, flags);
-}
-
-REAL_DECL(mkostemp64)
-int ENTRY(mkostemp64)(char* tmpl, int flags) {
-  int r;
-  if (dlckpt_ic_mkstemp(tmpl, 0, flags, &r)) return r;
-  return REAL(mkostemp64)(tmpl, flags);
-}
-
-REAL_DECL(mkstemps)
-int ENTRY(mkstemps)(char* tmpl, int suffixlen) {
-  int r;
-  if (dlckpt_ic_mkstemp(tmpl, suffixlen, 0, &r)) return r;
-  return REAL(mkstemps)(tmpl, suffixlen);
-}
-
-REAL_DECL(mkstemps64)
-int ENTRY(mkstemps64)(char* tmpl, int suffixlen) {
-  int r;
-  if (dlckpt_ic_mkstemp(tmpl, suffixlen, 0, &r)) return r;
-  return REAL(mkstemps64)(tmpl, suffixlen);
-}
-
-REAL_DECL(mkostemps)
-int ENTRY(mkostemps)(char* tmpl, int suffixlen, int flags) {
-  int r;
-  if (dlckpt_ic_mkstemp(tmpl, suffixlen, flags, &r)) return r;
-  return REAL(mkostemps)(tmpl, suffixlen, flags);
-}
-
-REAL_DECL(mkostemps64)
-int ENTRY(mkostemps64)(char* tmpl, int suffixlen, int flags) {
-  int r;
-  if (dlckpt_ic_mkstemp(tmpl, suffixlen, flags, &r)) return r;
-  return REAL(mkostemps64)(tmpl, suffixlen, flags);
-}
+INTERCEPT(int, mkstemp, (char* tmpl), dlckpt_ic_mkstemp(tmpl, 0, 0, &r), (tmpl))
+INTERCEPT(int, mkstemp64, (char* tmpl), dlckpt_ic_mkstemp(tmpl, 0, 0, &r), (tmpl))
+INTERCEPT(int, mkostemp, (char* tmpl, int flags),
+          dlckpt_ic_mkstemp(tmpl, 0, flags, &r), (tmpl, flags))
+INTERCEPT(int, mkostemp64, (char* tmpl, int flags),
+          dlckpt_ic_mkstemp(tmpl, 0, flags, &r), (tmpl, flags))
+INTERCEPT(int, mkstemps, (char* tmpl, int suffixlen),
+          dlckpt_ic_mkstemp(tmpl, suffixlen, 0, &r), (tmpl, suffixlen))
+INTERCEPT(int, mkstemps64, (char* tmpl, int suffixlen),
+          dlckpt_ic_mkstemp(tmpl, suffixlen, 0, &r), (tmpl, suffixlen))
+INTERCEPT(int, mkostemps, (char* tmpl, int suffixlen, int flags),
+          dlckpt_ic_mkstemp(tmpl, suffixlen, flags, &r), (tmpl, suffixlen, flags))
+INTERCEPT(int, mkostemps64, (char* tmpl, int suffixlen, int flags),
+          dlckpt_ic_mkstemp(tmpl, suffixlen, flags, &r), (tmpl, suffixlen, flags))
 
 /* ---- directories ---- */
 
-REAL_DECL(opendir)
-DIR* ENTRY(opendir)(const char* path) {
-  DIR* d;
-  if (dlckpt_ic_opendir(path, &d)) return d;
-  return REAL(opendir)(OSP(AT_FDCWD, path));
-}
+INTERCEPT(DIR*, opendir, (const char* path), dlckpt_ic_opendir(path, &r), (OSP(AT_FDCWD, path)))
+INTERCEPT_FD(DIR*, fdopendir, (int fd), dlckpt_ic_fdopendir(fd, &r), (fd))
 
-REAL_DECL(fdopendir)
-DIR* ENTRY(fdopendir)(int fd) {
-  DIR* d;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fdopendir(fd, &d)) return d;
-  return REAL(fdopendir)(fd);
-}
+/* A call on a directory stream: the core's own streams (memfs directories)
+ * go to `core`, the OS's to f. */
+#define INTERCEPT_DIR(T, f, params, core, args) \
+  REAL_DECL(f)                                  \
+  T ENTRY(f) params {                           \
+    if (dlckpt_ic_is_memdir(d)) return core;    \
+    return REAL(f) args;                        \
+  }
 
-REAL_DECL(readdir)
-struct dirent* ENTRY(readdir)(DIR* d) {
-  if (dlckpt_ic_is_memdir(d)) return dlckpt_ic_readdir(d);
-  return REAL(readdir)(d);
-}
-
-REAL_DECL(readdir64)
-struct dirent64* ENTRY(readdir64)(DIR* d) {
-  if (dlckpt_ic_is_memdir(d)) return dlckpt_ic_readdir64(d);
-  return REAL(readdir64)(d);
-}
-
-REAL_DECL(readdir_r)
-int ENTRY(readdir_r)(DIR* d, struct dirent* entry, struct dirent** result) {
-  if (dlckpt_ic_is_memdir(d)) return dlckpt_ic_readdir_r(d, entry, result);
-  return REAL(readdir_r)(d, entry, result);
-}
-
-REAL_DECL(readdir64_r)
-int ENTRY(readdir64_r)(DIR* d, struct dirent64* entry, struct dirent64** result) {
-  if (dlckpt_ic_is_memdir(d)) return dlckpt_ic_readdir64_r(d, entry, result);
-  return REAL(readdir64_r)(d, entry, result);
-}
-
-REAL_DECL(closedir)
-int ENTRY(closedir)(DIR* d) {
-  if (dlckpt_ic_is_memdir(d)) return dlckpt_ic_closedir(d);
-  return REAL(closedir)(d);
-}
-
-REAL_DECL(dirfd)
-int ENTRY(dirfd)(DIR* d) {
-  if (dlckpt_ic_is_memdir(d)) return dlckpt_ic_dirfd(d);
-  return REAL(dirfd)(d);
-}
+INTERCEPT_DIR(struct dirent*, readdir, (DIR* d), dlckpt_ic_readdir(d), (d))
+INTERCEPT_DIR(struct dirent64*, readdir64, (DIR* d), dlckpt_ic_readdir64(d), (d))
+INTERCEPT_DIR(int, readdir_r, (DIR* d, struct dirent* entry, struct dirent** result),
+              dlckpt_ic_readdir_r(d, entry, result), (d, entry, result))
+INTERCEPT_DIR(int, readdir64_r, (DIR* d, struct dirent64* entry, struct dirent64** result),
+              dlckpt_ic_readdir64_r(d, entry, result), (d, entry, result))
+INTERCEPT_DIR(int, closedir, (DIR* d), dlckpt_ic_closedir(d), (d))
+INTERCEPT_DIR(int, dirfd, (DIR* d), dlckpt_ic_dirfd(d), (d))
+INTERCEPT_DIR(long, telldir, (DIR* d), dlckpt_ic_telldir(d), (d))
 
 REAL_DECL(rewinddir)
 void ENTRY(rewinddir)(DIR* d) {
   if (dlckpt_ic_is_memdir(d)) {
     dlckpt_ic_rewinddir(d);
-    return;
+  } else {
+    REAL(rewinddir)(d);
   }
-  REAL(rewinddir)(d);
-}
-
-REAL_DECL(telldir)
-long ENTRY(telldir)(DIR* d) {
-  if (dlckpt_ic_is_memdir(d)) return dlckpt_ic_telldir(d);
-  return REAL(telldir)(d);
 }
 
 REAL_DECL(seekdir)
 void ENTRY(seekdir)(DIR* d, long loc) {
   if (dlckpt_ic_is_memdir(d)) {
     dlckpt_ic_seekdir(d, loc);
-    return;
+  } else {
+    REAL(seekdir)(d, loc);
   }
-  REAL(seekdir)(d, loc);
 }
 
-REAL_DECL(scandir)
-int ENTRY(scandir)(const char* path, struct dirent*** namelist, int (*filter)(const struct dirent*),
-                   int (*compar)(const struct dirent**, const struct dirent**)) {
-  int r;
-  if (dlckpt_ic_scandir(path, namelist, filter, compar, &r)) return r;
-  return REAL(scandir)(OSP(AT_FDCWD, path), namelist, filter, compar);
-}
-
-REAL_DECL(scandir64)
-int ENTRY(scandir64)(const char* path, struct dirent64*** namelist,
-                     int (*filter)(const struct dirent64*),
-                     int (*compar)(const struct dirent64**, const struct dirent64**)) {
-  int r;
-  if (dlckpt_ic_scandir64(path, namelist, filter, compar, &r)) return r;
-  return REAL(scandir64)(OSP(AT_FDCWD, path), namelist, filter, compar);
-}
+INTERCEPT(int, scandir,
+          (const char* path, struct dirent*** namelist, int (*filter)(const struct dirent*),
+           int (*compar)(const struct dirent**, const struct dirent**)),
+          dlckpt_ic_scandir(path, namelist, filter, compar, &r),
+          (OSP(AT_FDCWD, path), namelist, filter, compar))
+INTERCEPT(int, scandir64,
+          (const char* path, struct dirent64*** namelist, int (*filter)(const struct dirent64*),
+           int (*compar)(const struct dirent64**, const struct dirent64**)),
+          dlckpt_ic_scandir64(path, namelist, filter, compar, &r),
+          (OSP(AT_FDCWD, path), namelist, filter, compar))
 
 /* ---- working directory ---- */
 
@@ -969,232 +481,103 @@ int ENTRY(fchdir)(int fd) {
   return r;
 }
 
-REAL_DECL(getcwd)
-char* ENTRY(getcwd)(char* buf, size_t size) {
-  char* r;
-  if (dlckpt_ic_getcwd(buf, size, &r)) return r;
-  return REAL(getcwd)(buf, size);
-}
-
-REAL_DECL(__getcwd_chk)
-char* ENTRY(__getcwd_chk)(char* buf, size_t size, size_t buflen) {
-  if (size > buflen) __chk_fail();
-  char* r;
-  if (dlckpt_ic_getcwd(buf, size, &r)) return r;
-  return REAL(__getcwd_chk)(buf, size, buflen);
-}
-
-REAL_DECL(get_current_dir_name)
-char* ENTRY(get_current_dir_name)(void) {
-  char* r;
-  if (dlckpt_ic_get_current_dir_name(&r)) return r;
-  return REAL(get_current_dir_name)();
-}
+INTERCEPT(char*, getcwd, (char* buf, size_t size), dlckpt_ic_getcwd(buf, size, &r), (buf, size))
+ENTRY_POINT(CHECK(size > buflen), char*, __getcwd_chk, (char* buf, size_t size, size_t buflen),
+            dlckpt_ic_getcwd(buf, size, &r), (buf, size, buflen))
+INTERCEPT(char*, get_current_dir_name, (void), dlckpt_ic_get_current_dir_name(&r), ())
 
 /* ---- extended attributes: memfs files have none and take none ---- */
 
-REAL_DECL(getxattr)
-ssize_t ENTRY(getxattr)(const char* path, const char* name, void* value, size_t size) {
-  ssize_t r;
-  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_GET, &r)) return r;
-  return REAL(getxattr)(OSP(AT_FDCWD, path), name, value, size);
+/* The xattr calls that return int (set, remove). */
+static int xattr_set(int dirfd, const char* path, int* r) {
+  ssize_t v;
+  if (!dlckpt_ic_xattr(dirfd, path, DLCKPT_XATTR_SET, &v)) return 0;
+  *r = (int)v;
+  return 1;
 }
 
-REAL_DECL(lgetxattr)
-ssize_t ENTRY(lgetxattr)(const char* path, const char* name, void* value, size_t size) {
-  ssize_t r;
-  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_GET, &r)) return r;
-  return REAL(lgetxattr)(OSP(AT_FDCWD, path), name, value, size);
-}
-
-REAL_DECL(fgetxattr)
-ssize_t ENTRY(fgetxattr)(int fd, const char* name, void* value, size_t size) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_GET, &r)) return r;
-  return REAL(fgetxattr)(fd, name, value, size);
-}
-
-REAL_DECL(listxattr)
-ssize_t ENTRY(listxattr)(const char* path, char* list, size_t size) {
-  ssize_t r;
-  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_LIST, &r)) return r;
-  return REAL(listxattr)(OSP(AT_FDCWD, path), list, size);
-}
-
-REAL_DECL(llistxattr)
-ssize_t ENTRY(llistxattr)(const char* path, char* list, size_t size) {
-  ssize_t r;
-  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_LIST, &r)) return r;
-  return REAL(llistxattr)(OSP(AT_FDCWD, path), list, size);
-}
-
-REAL_DECL(flistxattr)
-ssize_t ENTRY(flistxattr)(int fd, char* list, size_t size) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_LIST, &r)) return r;
-  return REAL(flistxattr)(fd, list, size);
-}
-
-REAL_DECL(setxattr)
-int ENTRY(setxattr)(const char* path, const char* name, const void* value, size_t size,
-                    int flags) {
-  ssize_t r;
-  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_SET, &r)) return (int)r;
-  return REAL(setxattr)(OSP(AT_FDCWD, path), name, value, size, flags);
-}
-
-REAL_DECL(lsetxattr)
-int ENTRY(lsetxattr)(const char* path, const char* name, const void* value, size_t size,
-                     int flags) {
-  ssize_t r;
-  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_SET, &r)) return (int)r;
-  return REAL(lsetxattr)(OSP(AT_FDCWD, path), name, value, size, flags);
-}
-
-REAL_DECL(fsetxattr)
-int ENTRY(fsetxattr)(int fd, const char* name, const void* value, size_t size, int flags) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_SET, &r)) return (int)r;
-  return REAL(fsetxattr)(fd, name, value, size, flags);
-}
-
-REAL_DECL(removexattr)
-int ENTRY(removexattr)(const char* path, const char* name) {
-  ssize_t r;
-  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_SET, &r)) return (int)r;
-  return REAL(removexattr)(OSP(AT_FDCWD, path), name);
-}
-
-REAL_DECL(lremovexattr)
-int ENTRY(lremovexattr)(const char* path, const char* name) {
-  ssize_t r;
-  if (dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_SET, &r)) return (int)r;
-  return REAL(lremovexattr)(OSP(AT_FDCWD, path), name);
-}
-
-REAL_DECL(fremovexattr)
-int ENTRY(fremovexattr)(int fd, const char* name) {
-  ssize_t r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_SET, &r)) return (int)r;
-  return REAL(fremovexattr)(fd, name);
-}
+INTERCEPT(ssize_t, getxattr, (const char* path, const char* name, void* value, size_t size),
+          dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_GET, &r),
+          (OSP(AT_FDCWD, path), name, value, size))
+INTERCEPT(ssize_t, lgetxattr, (const char* path, const char* name, void* value, size_t size),
+          dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_GET, &r),
+          (OSP(AT_FDCWD, path), name, value, size))
+INTERCEPT_FD(ssize_t, fgetxattr, (int fd, const char* name, void* value, size_t size),
+             dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_GET, &r), (fd, name, value, size))
+INTERCEPT(ssize_t, listxattr, (const char* path, char* list, size_t size),
+          dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_LIST, &r), (OSP(AT_FDCWD, path), list, size))
+INTERCEPT(ssize_t, llistxattr, (const char* path, char* list, size_t size),
+          dlckpt_ic_xattr(AT_FDCWD, path, DLCKPT_XATTR_LIST, &r), (OSP(AT_FDCWD, path), list, size))
+INTERCEPT_FD(ssize_t, flistxattr, (int fd, char* list, size_t size),
+             dlckpt_ic_xattr(fd, NULL, DLCKPT_XATTR_LIST, &r), (fd, list, size))
+INTERCEPT(int, setxattr,
+          (const char* path, const char* name, const void* value, size_t size, int flags),
+          xattr_set(AT_FDCWD, path, &r), (OSP(AT_FDCWD, path), name, value, size, flags))
+INTERCEPT(int, lsetxattr,
+          (const char* path, const char* name, const void* value, size_t size, int flags),
+          xattr_set(AT_FDCWD, path, &r), (OSP(AT_FDCWD, path), name, value, size, flags))
+INTERCEPT_FD(int, fsetxattr, (int fd, const char* name, const void* value, size_t size, int flags),
+             xattr_set(fd, NULL, &r), (fd, name, value, size, flags))
+INTERCEPT(int, removexattr, (const char* path, const char* name),
+          xattr_set(AT_FDCWD, path, &r), (OSP(AT_FDCWD, path), name))
+INTERCEPT(int, lremovexattr, (const char* path, const char* name),
+          xattr_set(AT_FDCWD, path, &r), (OSP(AT_FDCWD, path), name))
+INTERCEPT_FD(int, fremovexattr, (int fd, const char* name), xattr_set(fd, NULL, &r), (fd, name))
 
 /* ---- links and times ---- */
 
-REAL_DECL(readlink)
-ssize_t ENTRY(readlink)(const char* path, char* buf, size_t len) {
-  ssize_t r;
-  if (dlckpt_ic_readlink(AT_FDCWD, path, &r)) return r;
-  return REAL(readlink)(OSP(AT_FDCWD, path), buf, len);
-}
+INTERCEPT(ssize_t, readlink, (const char* path, char* buf, size_t len),
+          dlckpt_ic_readlink(AT_FDCWD, path, &r), (OSP(AT_FDCWD, path), buf, len))
+INTERCEPT(ssize_t, readlinkat, (int dirfd, const char* path, char* buf, size_t len),
+          dlckpt_ic_readlink(dirfd, path, &r), (dirfd, OSP(dirfd, path), buf, len))
+ENTRY_POINT(CHECK(len > buflen), ssize_t, __readlink_chk,
+            (const char* path, char* buf, size_t len, size_t buflen),
+            dlckpt_ic_readlink(AT_FDCWD, path, &r), (OSP(AT_FDCWD, path), buf, len, buflen))
+ENTRY_POINT(CHECK(len > buflen), ssize_t, __readlinkat_chk,
+            (int dirfd, const char* path, char* buf, size_t len, size_t buflen),
+            dlckpt_ic_readlink(dirfd, path, &r), (dirfd, OSP(dirfd, path), buf, len, buflen))
 
-REAL_DECL(readlinkat)
-ssize_t ENTRY(readlinkat)(int dirfd, const char* path, char* buf, size_t len) {
-  ssize_t r;
-  if (dlckpt_ic_readlink(dirfd, path, &r)) return r;
-  return REAL(readlinkat)(dirfd, OSP(dirfd, path), buf, len);
-}
-
-REAL_DECL(__readlink_chk)
-ssize_t ENTRY(__readlink_chk)(const char* path, char* buf, size_t len, size_t buflen) {
-  if (len > buflen) __chk_fail();
-  ssize_t r;
-  if (dlckpt_ic_readlink(AT_FDCWD, path, &r)) return r;
-  return REAL(__readlink_chk)(OSP(AT_FDCWD, path), buf, len, buflen);
-}
-
-REAL_DECL(__readlinkat_chk)
-ssize_t ENTRY(__readlinkat_chk)(int dirfd, const char* path, char* buf, size_t len,
-                                size_t buflen) {
-  if (len > buflen) __chk_fail();
-  ssize_t r;
-  if (dlckpt_ic_readlink(dirfd, path, &r)) return r;
-  return REAL(__readlinkat_chk)(dirfd, OSP(dirfd, path), buf, len, buflen);
-}
-
-REAL_DECL(utimensat)
-int ENTRY(utimensat)(int dirfd, const char* path, const struct timespec times[2], int flags) {
-  int r;
-  if (dlckpt_ic_utime(dirfd, path, &r)) return r;
-  return REAL(utimensat)(dirfd, OSP(dirfd, path), times, flags);
-}
-
-REAL_DECL(futimens)
-int ENTRY(futimens)(int fd, const struct timespec times[2]) {
-  int r;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_utime(fd, NULL, &r)) return r;
-  return REAL(futimens)(fd, times);
-}
-
-REAL_DECL(utime)
-int ENTRY(utime)(const char* path, const struct utimbuf* times) {
-  int r;
-  if (dlckpt_ic_utime(AT_FDCWD, path, &r)) return r;
-  return REAL(utime)(OSP(AT_FDCWD, path), times);
-}
-
-REAL_DECL(utimes)
-int ENTRY(utimes)(const char* path, const struct timeval times[2]) {
-  int r;
-  if (dlckpt_ic_utime(AT_FDCWD, path, &r)) return r;
-  return REAL(utimes)(OSP(AT_FDCWD, path), times);
-}
+INTERCEPT(int, utimensat, (int dirfd, const char* path, const struct timespec times[2], int flags),
+          dlckpt_ic_utime(dirfd, path, &r), (dirfd, OSP(dirfd, path), times, flags))
+INTERCEPT_FD(int, futimens, (int fd, const struct timespec times[2]),
+             dlckpt_ic_utime(fd, NULL, &r), (fd, times))
+INTERCEPT(int, utime, (const char* path, const struct utimbuf* times),
+          dlckpt_ic_utime(AT_FDCWD, path, &r), (OSP(AT_FDCWD, path), times))
+INTERCEPT(int, utimes, (const char* path, const struct timeval times[2]),
+          dlckpt_ic_utime(AT_FDCWD, path, &r), (OSP(AT_FDCWD, path), times))
 
 /* ---- exec and _exit: the store is detached cleanly first ---- */
 
-REAL_DECL(_exit)
-void ENTRY(_exit)(int status) {
-  dlckpt_ic_before_exec(1);
-  REAL(_exit)(status);
-  __builtin_unreachable();
-}
+#define INTERCEPT_EXIT(f)     \
+  REAL_DECL(f)                \
+  void ENTRY(f)(int status) { \
+    dlckpt_ic_before_exec(1); \
+    REAL(f)(status);          \
+    __builtin_unreachable();  \
+  }
+#define INTERCEPT_EXEC(f, params, args) \
+  REAL_DECL(f)                          \
+  int ENTRY(f) params {                 \
+    dlckpt_ic_before_exec(0);           \
+    return REAL(f) args;                \
+  }
 
-REAL_DECL(_Exit)
-void ENTRY(_Exit)(int status) {
-  dlckpt_ic_before_exec(1);
-  REAL(_Exit)(status);
-  __builtin_unreachable();
-}
+INTERCEPT_EXIT(_exit)
+INTERCEPT_EXIT(_Exit)
+INTERCEPT_EXEC(execve, (const char* path, char* const argv[], char* const envp[]),
+               (OSP(AT_FDCWD, path), argv, envp))
+INTERCEPT_EXEC(execv, (const char* path, char* const argv[]), (OSP(AT_FDCWD, path), argv))
+INTERCEPT_EXEC(execvp, (const char* file, char* const argv[]), (file, argv))
+INTERCEPT_EXEC(execvpe, (const char* file, char* const argv[], char* const envp[]),
+               (file, argv, envp))
+INTERCEPT_EXEC(fexecve, (int fd, char* const argv[], char* const envp[]), (fd, argv, envp))
+INTERCEPT_EXEC(execveat,
+               (int dirfd, const char* path, char* const argv[], char* const envp[], int flags),
+               (dirfd, OSP(dirfd, path), argv, envp, flags))
 
-REAL_DECL(execve)
-int ENTRY(execve)(const char* path, char* const argv[], char* const envp[]) {
-  dlckpt_ic_before_exec(0);
-  return REAL(execve)(OSP(AT_FDCWD, path), argv, envp);
-}
-
-REAL_DECL(execv)
-int ENTRY(execv)(const char* path, char* const argv[]) {
-  dlckpt_ic_before_exec(0);
-  return REAL(execv)(OSP(AT_FDCWD, path), argv);
-}
-
-REAL_DECL(execvp)
-int ENTRY(execvp)(const char* file, char* const argv[]) {
-  dlckpt_ic_before_exec(0);
-  return REAL(execvp)(file, argv);
-}
-
-REAL_DECL(execvpe)
-int ENTRY(execvpe)(const char* file, char* const argv[], char* const envp[]) {
-  dlckpt_ic_before_exec(0);
-  return REAL(execvpe)(file, argv, envp);
-}
-
-REAL_DECL(fexecve)
-int ENTRY(fexecve)(int fd, char* const argv[], char* const envp[]) {
-  dlckpt_ic_before_exec(0);
-  return REAL(fexecve)(fd, argv, envp);
-}
-
-REAL_DECL(execveat)
-int ENTRY(execveat)(int dirfd, const char* path, char* const argv[], char* const envp[],
-                    int flags) {
-  dlckpt_ic_before_exec(0);
-  return REAL(execveat)(dirfd, OSP(dirfd, path), argv, envp, flags);
-}
-
-/* execl, execlp, execle: the argument list as an array (until the NULL). */
-#define COLLECT_ARGS(first, argv, envp_out, env)                                 \
+/* execl, execlp, execle: the argument list (up to its NULL) as the array
+ * `argv`; with `env`, `envp` is the pointer after the NULL (else NULL). */
+#define COLLECT_ARGS(first, argv, envp, env)                                     \
   size_t nargs_ = 1;                                                            \
   {                                                                             \
     va_list ap_;                                                                \
@@ -1203,6 +586,7 @@ int ENTRY(execveat)(int dirfd, const char* path, char* const argv[], char* const
     va_end(ap_);                                                                \
   }                                                                             \
   const char* argv[nargs_ + 1];                                                 \
+  char* const* envp = NULL;                                                     \
   {                                                                             \
     va_list ap_;                                                                \
     va_start(ap_, first);                                                       \
@@ -1211,29 +595,25 @@ int ENTRY(execveat)(int dirfd, const char* path, char* const argv[], char* const
     argv[nargs_] = NULL;                                                        \
     if (env) {                                                                  \
       (void)va_arg(ap_, const char*);                                           \
-      envp_out = va_arg(ap_, char* const*);                                     \
+      envp = va_arg(ap_, char* const*);                                         \
     }                                                                           \
     va_end(ap_);                                                                \
-  }
+  }                                                                             \
+  (void)envp
 
 int ENTRY(execl)(const char* path, const char* arg, ...) {
-  char* const* envp_unused = NULL;
-  COLLECT_ARGS(arg, argv, envp_unused, 0);
-  (void)envp_unused;
+  COLLECT_ARGS(arg, argv, envp, 0);
   dlckpt_ic_before_exec(0);
   return REAL(execv)(OSP(AT_FDCWD, path), (char* const*)argv);
 }
 
 int ENTRY(execlp)(const char* file, const char* arg, ...) {
-  char* const* envp_unused = NULL;
-  COLLECT_ARGS(arg, argv, envp_unused, 0);
-  (void)envp_unused;
+  COLLECT_ARGS(arg, argv, envp, 0);
   dlckpt_ic_before_exec(0);
   return REAL(execvp)(file, (char* const*)argv);
 }
 
 int ENTRY(execle)(const char* path, const char* arg, ...) {
-  char* const* envp = NULL;
   COLLECT_ARGS(arg, argv, envp, 1);
   dlckpt_ic_before_exec(0);
   return REAL(execve)(OSP(AT_FDCWD, path), (char* const*)argv, envp);
@@ -1241,40 +621,15 @@ int ENTRY(execle)(const char* path, const char* arg, ...) {
 
 /* ---- stdio ---- */
 
-REAL_DECL(fopen)
-FILE* ENTRY(fopen)(const char* path, const char* mode) {
-  FILE* f;
-  if (dlckpt_ic_fopen(path, mode, &f)) return f;
-  return REAL(fopen)(OSP(AT_FDCWD, path), mode);
-}
-
-REAL_DECL(fopen64)
-FILE* ENTRY(fopen64)(const char* path, const char* mode) {
-  FILE* f;
-  if (dlckpt_ic_fopen(path, mode, &f)) return f;
-  return REAL(fopen64)(OSP(AT_FDCWD, path), mode);
-}
-
-REAL_DECL(fdopen)
-FILE* ENTRY(fdopen)(int fd, const char* mode) {
-  FILE* f;
-  if (!DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_fdopen(fd, mode, &f)) return f;
-  return REAL(fdopen)(fd, mode);
-}
-
-REAL_DECL(freopen)
-FILE* ENTRY(freopen)(const char* path, const char* mode, FILE* stream) {
-  FILE* f;
-  if (dlckpt_ic_freopen(path, mode, stream, &f)) return f;
-  return REAL(freopen)(OSP(AT_FDCWD, path), mode, stream);
-}
-
-REAL_DECL(freopen64)
-FILE* ENTRY(freopen64)(const char* path, const char* mode, FILE* stream) {
-  FILE* f;
-  if (dlckpt_ic_freopen(path, mode, stream, &f)) return f;
-  return REAL(freopen64)(OSP(AT_FDCWD, path), mode, stream);
-}
+INTERCEPT(FILE*, fopen, (const char* path, const char* mode),
+          dlckpt_ic_fopen(path, mode, &r), (OSP(AT_FDCWD, path), mode))
+INTERCEPT(FILE*, fopen64, (const char* path, const char* mode),
+          dlckpt_ic_fopen(path, mode, &r), (OSP(AT_FDCWD, path), mode))
+INTERCEPT_FD(FILE*, fdopen, (int fd, const char* mode), dlckpt_ic_fdopen(fd, mode, &r), (fd, mode))
+INTERCEPT(FILE*, freopen, (const char* path, const char* mode, FILE* stream),
+          dlckpt_ic_freopen(path, mode, stream, &r), (OSP(AT_FDCWD, path), mode, stream))
+INTERCEPT(FILE*, freopen64, (const char* path, const char* mode, FILE* stream),
+          dlckpt_ic_freopen(path, mode, stream, &r), (OSP(AT_FDCWD, path), mode, stream))
 
 /* ---- lifecycle ---- */
 

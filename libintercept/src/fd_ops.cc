@@ -30,6 +30,30 @@ int FileOnly(const OpenFile& f) {
   return 0;
 }
 
+// For calls that only need an open handle (fsync, locks, fchmod): EBADF on an
+// O_PATH descriptor, else success with nothing to do.
+int AcceptUnlessPath(const OpenFile& f, int& err) {
+  if (f.kind != Kind::kPath) return 0;
+  err = EBADF;
+  return -1;
+}
+
+// `n`, a new OS descriptor duplicated from f's placeholder (or -1 with errno),
+// becomes another number for f's memfs handle.
+int ShareDup(long n, OpenFile& f, int& err) {
+  if (n < 0) {
+    err = errno;
+    return -1;
+  }
+  std::shared_ptr<OpenFile> old;
+  if (!Fds().Set(static_cast<int>(n), f.shared_from_this(), &old)) {
+    Sys(SYS_close, n);
+    err = EMFILE;
+    return -1;
+  }
+  return static_cast<int>(n);
+}
+
 ssize_t ReadOp(StoreRef& ref, OpenFile& f, void* buf, size_t len, off_t off, int& err) {
   if ((err = FileOnly(f)) != 0) return -1;
   auto r = off < 0 ? ref.store()->Read(f.memfs_fd, buf, len)
@@ -186,30 +210,34 @@ ssize_t CopyWrite(StoreRef& ref, int fd, const char* buf, size_t len, off_t* off
 
 // ---- descriptor helpers for stdio.cc and dir.cc ---------------------------------------------
 
-ssize_t FdRead(int fd, void* buf, size_t len) {
-  ssize_t r;
+namespace {
+
+// `op(ref, file, err)` on memfs descriptor fd at its offset; -1 with errno.
+template <class Op>
+ssize_t FdIo(int fd, Op&& op) {
   if (Disabled() || !Fds().Contains(fd)) return FailErrno(EBADF);
   InternalScope in;
   StoreRef ref;
   std::shared_ptr<OpenFile> f = FdFile(fd, &ref);
   if (f == nullptr) return -1;
   int err = 0;
-  r = ReadOp(ref, *f, buf, len, -1, err);
+  ssize_t r = op(ref, *f, err);
   if (r < 0) errno = err;
   return r;
 }
 
+}  // namespace
+
+ssize_t FdRead(int fd, void* buf, size_t len) {
+  return FdIo(fd, [&](StoreRef& ref, OpenFile& f, int& err) {
+    return ReadOp(ref, f, buf, len, -1, err);
+  });
+}
+
 ssize_t FdWrite(int fd, const void* buf, size_t len) {
-  ssize_t r;
-  if (Disabled() || !Fds().Contains(fd)) return FailErrno(EBADF);
-  InternalScope in;
-  StoreRef ref;
-  std::shared_ptr<OpenFile> f = FdFile(fd, &ref);
-  if (f == nullptr) return -1;
-  int err = 0;
-  r = WriteOp(ref, *f, buf, len, -1, err);
-  if (r < 0) errno = err;
-  return r;
+  return FdIo(fd, [&](StoreRef& ref, OpenFile& f, int& err) {
+    return WriteOp(ref, f, buf, len, -1, err);
+  });
 }
 
 off_t FdSeek(int fd, off_t offset, int whence) {
@@ -355,29 +383,14 @@ int dlckpt_ic_ftruncate(int fd, off_t len, int* out) {
 }
 
 int dlckpt_ic_fsync(int fd, int* out) {
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    return 0;  // the data is already in the store
+  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) {
+    return AcceptUnlessPath(f, err);  // the data is already in the store
   });
 }
 
 int dlckpt_ic_dup(int fd, int* out) {
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    long n = Sys(SYS_fcntl, fd, F_DUPFD, 0);
-    if (n < 0) {
-      err = errno;
-      return -1;
-    }
-    std::shared_ptr<OpenFile> old;
-    if (!Fds().Set(static_cast<int>(n), f.shared_from_this(), &old)) {
-      Sys(SYS_close, n);
-      err = EMFILE;
-      return -1;
-    }
-    return static_cast<int>(n);
+  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) {
+    return ShareDup(Sys(SYS_fcntl, fd, F_DUPFD, 0), f, err);
   });
 }
 
@@ -392,37 +405,28 @@ int dlckpt_ic_dup3(int oldfd, int newfd, int flags, int is_dup2, int* out) {
     StoreRef ref;
     ref.Acquire(false, false);
     std::shared_ptr<OpenFile> f = old_memfs ? Fds().Get(oldfd) : nullptr;
-    if (f != nullptr) {
-      if (!Live(ref, *f)) {
-        err = EBADF;
-      } else if (oldfd == newfd) {
-        if (is_dup2) {
-          r = newfd;
-        } else {
-          err = EINVAL;
-        }
+    if (f != nullptr && !Live(ref, *f)) {
+      err = EBADF;
+    } else if (f != nullptr && oldfd == newfd) {
+      if (is_dup2) {
+        r = newfd;
       } else {
-        long n = is_dup2 ? Sys(SYS_dup2, oldfd, newfd) : Sys(SYS_dup3, oldfd, newfd, flags);
-        if (n < 0) {
-          err = errno;
-        } else {
-          std::shared_ptr<OpenFile> replaced;
-          if (Fds().Set(newfd, f, &replaced)) {
-            r = newfd;
-          } else {
-            Sys(SYS_close, newfd);
-            err = EMFILE;
-          }
-        }
+        err = EINVAL;
       }
     } else {
-      // A real descriptor onto a memfs descriptor's number.
       long n = is_dup2 ? Sys(SYS_dup2, oldfd, newfd) : Sys(SYS_dup3, oldfd, newfd, flags);
+      std::shared_ptr<OpenFile> replaced;
       if (n < 0) {
         err = errno;
-      } else {
+      } else if (f == nullptr) {
+        // A real descriptor onto a memfs descriptor's number.
         if (oldfd != newfd) Fds().Take(newfd);
         r = static_cast<int>(n);
+      } else if (Fds().Set(newfd, f, &replaced)) {
+        r = newfd;
+      } else {
+        Sys(SYS_close, newfd);
+        err = EMFILE;
       }
     }
   }
@@ -442,20 +446,8 @@ int dlckpt_ic_fcntl(int fd, int cmd, void* arg, int* out) {
   return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
     switch (cmd) {
       case F_DUPFD:
-      case F_DUPFD_CLOEXEC: {
-        long n = Sys(SYS_fcntl, fd, cmd, reinterpret_cast<long>(arg));
-        if (n < 0) {
-          err = errno;
-          return -1;
-        }
-        std::shared_ptr<OpenFile> old;
-        if (!Fds().Set(static_cast<int>(n), f.shared_from_this(), &old)) {
-          Sys(SYS_close, n);
-          err = EMFILE;
-          return -1;
-        }
-        return static_cast<int>(n);
-      }
+      case F_DUPFD_CLOEXEC:
+        return ShareDup(Sys(SYS_fcntl, fd, cmd, reinterpret_cast<long>(arg)), f, err);
       case F_GETFL:
         return f.status_flags.load();
       case F_SETFL: {
@@ -487,11 +479,7 @@ int dlckpt_ic_fcntl(int fd, int cmd, void* arg, int* out) {
       case F_SETLKW:
       case F_OFD_SETLK:
       case F_OFD_SETLKW:
-        if (f.kind == Kind::kPath) {
-          err = EBADF;
-          return -1;
-        }
-        return 0;
+        return AcceptUnlessPath(f, err);  // nobody else can hold a lock
       default:
         err = EINVAL;
         return -1;
@@ -551,13 +539,9 @@ int dlckpt_ic_ioctl(int fd, unsigned long request, void* arg, int* out) {
 }
 
 int dlckpt_ic_flock(int fd, int op, int* out) {
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    (void)op;
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    return 0;  // the store belongs to this process alone
+  (void)op;
+  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) {
+    return AcceptUnlessPath(f, err);  // the store belongs to this process alone
   });
 }
 
@@ -571,13 +555,9 @@ int dlckpt_ic_isatty(int fd, int* out) {
 }
 
 int dlckpt_ic_fchmod(int fd, mode_t mode, int* out) {
-  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
-    (void)mode;
-    if (f.kind == Kind::kPath) {
-      err = EBADF;
-      return -1;
-    }
-    return 0;  // memfs keeps the creation mode; changes are accepted and not recorded
+  (void)mode;  // memfs keeps the creation mode; changes are accepted and not recorded
+  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) {
+    return AcceptUnlessPath(f, err);
   });
 }
 

@@ -40,6 +40,16 @@ int OnFd(int fd, R* out, Op&& op) {
   return 1;
 }
 
+// The end of a path operation, once its store reference is dropped: detaches
+// an idle store, stores the result, sets errno (`err`, EIO if unknown) on
+// failure. Returns 1 (handled).
+inline int FinishPath(int r, int err, int* out) {
+  ReleaseIfIdle();
+  *out = r;
+  if (r < 0) errno = err != 0 ? err : EIO;
+  return 1;
+}
+
 // The common shape of a path operation: routed to the OS -> 0; else
 // `op(path, err)` with the normalised memfs path.
 template <class Op>
@@ -57,10 +67,7 @@ int OnPath(int dirfd, const char* path, int* out, Op&& op) {
     r = -1;
     err = ENOMEM;
   }
-  ReleaseIfIdle();
-  *out = r;
-  if (r < 0) errno = err != 0 ? err : EIO;
-  return 1;
+  return FinishPath(r, err, out);
 }
 
 using Kind = OpenFile::Kind;

@@ -42,6 +42,24 @@ int LookupExisting(memfs::Store* store, const std::string& p, Entry* out) {
   return e;
 }
 
+// AcquireForPath (never creating the store), then LookupExisting of `p`.
+int AcquireExisting(StoreRef* ref, const std::string& p, Entry* out) {
+  int e = AcquireForPath(ref, false);
+  return e != 0 ? e : LookupExisting(ref->store(), p, out);
+}
+
+// A path operation on an existing file or directory (ENOENT when there is
+// none; never creates a store): `op(entry, err)` gives the result.
+template <class Op>
+int OnExisting(int dirfd, const char* path, int* out, Op&& op) {
+  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) -> int {
+    StoreRef ref;
+    Entry ent;
+    if ((err = AcquireExisting(&ref, p, &ent)) != 0) return -1;
+    return op(ent, err);
+  });
+}
+
 bool IsRootOrAncestor(const std::string& p) {
   return P().prefixes.IsRoot(p) || P().prefixes.IsAncestor(p);
 }
@@ -112,11 +130,7 @@ int dlckpt_ic_stat(int dirfd, const char* path, struct stat* st, int flags, int*
   if (path != nullptr && path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
     return dlckpt_ic_fstat(dirfd, st, out);
   }
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
+  return OnExisting(dirfd, path, out, [&](const Entry& ent, int&) {
     FillStat(ent.info, st);
     return 0;
   });
@@ -140,11 +154,7 @@ int dlckpt_ic_statx(int dirfd, const char* path, int flags, unsigned mask, struc
     }
     return handled;
   }
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
+  return OnExisting(dirfd, path, out, [&](const Entry& ent, int&) {
     FillStatx(ent.info, stx);
     return 0;
   });
@@ -152,11 +162,7 @@ int dlckpt_ic_statx(int dirfd, const char* path, int flags, unsigned mask, struc
 
 int dlckpt_ic_access(int dirfd, const char* path, int mode, int flags, int* out) {
   (void)flags;
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
+  return OnExisting(dirfd, path, out, [&](const Entry& ent, int& err) {
     if ((mode & X_OK) && !(ent.info.mode & 0111)) {
       err = EACCES;
       return -1;
@@ -233,10 +239,7 @@ int dlckpt_ic_rename(int olddirfd, const char* oldpath, int newdirfd, const char
     r = -1;
     err = ENOMEM;
   }
-  ReleaseIfIdle();
-  *out = r;
-  if (r < 0) errno = err != 0 ? err : EIO;
-  return 1;
+  return FinishPath(r, err, out);
 }
 
 int dlckpt_ic_mkdir(int dirfd, const char* path, mode_t mode, int* out) {
@@ -264,9 +267,8 @@ int dlckpt_ic_truncate(const char* path, off_t len, int* out) {
       return -1;
     }
     StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
     Entry ent;
-    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
+    if ((err = AcquireExisting(&ref, p, &ent)) != 0) return -1;
     if (ent.type == Entry::Type::kDir) {
       err = EISDIR;
       return -1;
@@ -280,22 +282,16 @@ int dlckpt_ic_truncate(const char* path, off_t len, int* out) {
 int dlckpt_ic_chmod(int dirfd, const char* path, mode_t mode, int flags, int* out) {
   (void)mode;
   (void)flags;
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
-    return 0;  // accepted, not recorded (see README)
-  });
+  // Accepted, not recorded (see README).
+  return OnExisting(dirfd, path, out, [](const Entry&, int&) { return 0; });
 }
 
 int dlckpt_ic_mkstemp(char* tmpl, int suffixlen, int flags, int* out) {
-  if (Disabled() || InInternal() || tmpl == nullptr) return 0;
+  if (tmpl == nullptr) return 0;
   {
     std::string p;
     int err = 0;
-    InternalScope in;
-    if (Resolve(AT_FDCWD, tmpl, &p, &err) == Route::kOs) return 0;
+    if (ResolveAppPath(AT_FDCWD, tmpl, &p, &err) == Route::kOs) return 0;
   }
   size_t n = strlen(tmpl);
   if (suffixlen < 0 || n < 6 + static_cast<size_t>(suffixlen)) {
@@ -373,13 +369,8 @@ void SetVirtualCwd(const std::string& dir) {
 
 int ChdirTo(const std::string& dir, int& err) {
   StoreRef ref;
-  if ((err = AcquireForPath(&ref, false)) != 0) return -1;
   Entry ent;
-  if ((err = Lookup(ref.store(), dir, &ent)) != 0) return -1;
-  if (ent.type == Entry::Type::kNone) {
-    err = ENOENT;
-    return -1;
-  }
+  if ((err = AcquireExisting(&ref, dir, &ent)) != 0) return -1;
   if (ent.type != Entry::Type::kDir) {
     err = ENOTDIR;
     return -1;
@@ -462,18 +453,6 @@ int dlckpt_ic_get_current_dir_name(char** out) {
 
 extern "C++" {
 namespace {
-
-// For operations that only need the file to exist: 0, or -1 with ENOENT.
-template <class Op>
-int OnExisting(int dirfd, const char* path, int* out, Op&& op) {
-  return OnPath(dirfd, path, out, [&](const std::string& p, int& err) -> int {
-    StoreRef ref;
-    if ((err = AcquireForPath(&ref, false)) != 0) return -1;
-    Entry ent;
-    if ((err = LookupExisting(ref.store(), p, &ent)) != 0) return -1;
-    return op(ent, err);
-  });
-}
 
 ssize_t XattrResult(int op, int& err) {
   switch (op) {

@@ -9,11 +9,12 @@ bool Below(std::string_view path, std::string_view prefix) {
   return path.size() == prefix.size() || path[prefix.size()] == '/';
 }
 
-}  // namespace
-
-std::string NormalizeAbsolute(std::string_view path) {
-  std::string out;
-  out.reserve(path.size());
+// Walks absolute `path` lexically, component by component: "" and "." are
+// skipped, ".." drops the last component of `cur`, any other is appended to
+// `cur` (which reads "/a/b", or "" at the root) and then `stop(cur)` is asked.
+// Returns true as soon as stop does.
+template <class Stop>
+bool Walk(std::string_view path, std::string& cur, Stop&& stop) {
   size_t i = 0;
   while (i < path.size()) {
     while (i < path.size() && path[i] == '/') ++i;
@@ -23,13 +24,23 @@ std::string NormalizeAbsolute(std::string_view path) {
     i = j;
     if (comp.empty() || comp == ".") continue;
     if (comp == "..") {
-      size_t slash = out.rfind('/');
-      out.resize(slash == std::string::npos ? 0 : slash);
+      size_t slash = cur.rfind('/');
+      cur.resize(slash == std::string::npos ? 0 : slash);
       continue;
     }
-    out += '/';
-    out += comp;
+    cur += '/';
+    cur += comp;
+    if (stop(cur)) return true;
   }
+  return false;
+}
+
+}  // namespace
+
+std::string NormalizeAbsolute(std::string_view path) {
+  std::string out;
+  out.reserve(path.size());
+  Walk(path, out, [](const std::string&) { return false; });
   if (out.empty()) out.push_back('/');
   return out;
 }
@@ -124,24 +135,7 @@ bool PrefixSet::IsAncestor(std::string_view path) const {
 
 bool PrefixSet::WalksThrough(std::string_view path) const {
   std::string cur;
-  size_t i = 0;
-  while (i < path.size()) {
-    while (i < path.size() && path[i] == '/') ++i;
-    size_t j = i;
-    while (j < path.size() && path[j] != '/') ++j;
-    std::string_view comp = path.substr(i, j - i);
-    i = j;
-    if (comp.empty() || comp == ".") continue;
-    if (comp == "..") {
-      size_t slash = cur.rfind('/');
-      cur.resize(slash == std::string::npos ? 0 : slash);
-      continue;
-    }
-    cur += '/';
-    cur += comp;
-    if (Contains(cur)) return true;
-  }
-  return false;
+  return Walk(path, cur, [this](const std::string& p) { return Contains(p); });
 }
 
 bool PrefixSet::MaybeContains(std::string_view raw_absolute) const {

@@ -184,15 +184,10 @@ using namespace dlckpt::intercept::internal;  // NOLINT(google-build-using-names
 extern "C" {
 
 int dlckpt_ic_fopen(const char* path, const char* mode, FILE** out) {
-  if (Disabled() || InInternal()) return 0;
   try {
     std::string p;
     int err = 0;
-    Route r;
-    {
-      InternalScope in;
-      r = Resolve(AT_FDCWD, path, &p, &err);
-    }
+    Route r = ResolveAppPath(AT_FDCWD, path, &p, &err);
     if (r == Route::kOs) return 0;
     int flags = 0;
     if (r == Route::kError) {
@@ -204,11 +199,7 @@ int dlckpt_ic_fopen(const char* path, const char* mode, FILE** out) {
     } else {
       *out = OpenStream(p, flags, -1);
     }
-    if (*out == nullptr) {
-      int e = errno;
-      ReleaseIfIdle();
-      errno = e;
-    }
+    if (*out == nullptr) ReleaseIfIdle();
   } catch (...) {
     errno = ENOMEM;
     *out = nullptr;

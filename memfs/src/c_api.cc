@@ -5,8 +5,8 @@
 #include <cstring>
 #include <new>
 
-#include "dlckpt/memfs.h"
-#include "dlckpt/store.h"
+#include "dlckpt/memfs/memfs.h"
+#include "dlckpt/memfs/store.h"
 
 using dlckpt::Result;
 using dlckpt::SetErrno;
@@ -76,6 +76,19 @@ ssize_t SizeResult(const Result<size_t>& r) {
 
 size_t ClampLen(size_t len) { return len > SSIZE_MAX ? SSIZE_MAX : len; }
 
+// dlckpt_pread/dlckpt_pwrite: checks the handle and offset, then calls
+// io(offset) returning Result<size_t>.
+template <class Io>
+ssize_t Positioned(dlckpt_store_t* s, off_t offset, Io&& io) {
+  return Guard(
+      [&]() -> ssize_t {
+        if (BadStore(s)) return -1;
+        if (offset < 0) return SetErrno(Status::InvalidArgument("negative offset"));
+        return SizeResult(io(static_cast<uint64_t>(offset)));
+      },
+      -1);
+}
+
 }  // namespace
 
 extern "C" {
@@ -99,7 +112,7 @@ int dlckpt_store_name(const char* job, const char* node, int rank, char* buf, si
   return Guard(
       [&]() -> int {
         if (!job || !node || !buf) return SetErrno(Status::Error(EFAULT, "null argument"));
-        auto r = dlckpt::memfs::StoreName(job, node, rank);
+        auto r = dlckpt::StoreName(job, node, rank);
         if (!r.ok()) return SetErrno(r.status());
         if (r->size() + 1 > len) return SetErrno(Status::Error(ERANGE, "store name buffer too small"));
         std::memcpy(buf, r->c_str(), r->size() + 1);
@@ -241,22 +254,12 @@ ssize_t dlckpt_write(dlckpt_store_t* s, int fd, const void* buf, size_t len) {
       -1);
 }
 ssize_t dlckpt_pread(dlckpt_store_t* s, int fd, void* buf, size_t len, off_t offset) {
-  return Guard(
-      [&]() -> ssize_t {
-        if (BadStore(s)) return -1;
-        if (offset < 0) return SetErrno(Status::InvalidArgument("negative offset"));
-        return SizeResult(s->store->Pread(fd, buf, ClampLen(len), static_cast<uint64_t>(offset)));
-      },
-      -1);
+  return Positioned(s, offset,
+                    [&](uint64_t at) { return s->store->Pread(fd, buf, ClampLen(len), at); });
 }
 ssize_t dlckpt_pwrite(dlckpt_store_t* s, int fd, const void* buf, size_t len, off_t offset) {
-  return Guard(
-      [&]() -> ssize_t {
-        if (BadStore(s)) return -1;
-        if (offset < 0) return SetErrno(Status::InvalidArgument("negative offset"));
-        return SizeResult(s->store->Pwrite(fd, buf, ClampLen(len), static_cast<uint64_t>(offset)));
-      },
-      -1);
+  return Positioned(s, offset,
+                    [&](uint64_t at) { return s->store->Pwrite(fd, buf, ClampLen(len), at); });
 }
 off_t dlckpt_lseek(dlckpt_store_t* s, int fd, off_t offset, int whence) {
   return Guard(
@@ -322,6 +325,5 @@ int dlckpt_rename(dlckpt_store_t* s, const char* from, const char* to) {
       -1);
 }
 
-const char* dlckpt_last_error(void) { return dlckpt::LastErrorMessage(); }
 
 }  // extern "C"

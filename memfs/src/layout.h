@@ -28,11 +28,17 @@
 // higher seq and re-check after reading. All integers are native x86-64
 // little-endian; the magics reject other layouts, the format version other
 // formats.
+//
+// The functions at the end (layout.cc) check and checksum these structs. They
+// are pure and thread-safe; the checks report what is wrong as text ("" when
+// valid) or false, leaving the Status (and the store name) to the caller.
 #ifndef DLCKPT_MEMFS_LAYOUT_H_
 #define DLCKPT_MEMFS_LAYOUT_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace dlckpt::memfs::layout {
 
@@ -152,6 +158,38 @@ inline uint64_t SlotSize(uint32_t max_files, uint64_t nblocks, bool compressed) 
                      nblocks * 4,
                  4096);
 }
+
+// ---- checks and checksums (layout.cc) ------------------------------------------
+
+inline constexpr uint64_t kMaxChunkSize = uint64_t{64} << 20;
+
+inline uint64_t BlocksFor(uint64_t size, uint64_t bs) { return (size + bs - 1) / bs; }
+inline bool PowerOfTwo(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+// "" if the compression fields of a geometry or image header are consistent.
+std::string CheckCompression(uint32_t compression, uint32_t chunk_size, uint32_t permille,
+                             uint32_t block_size);
+
+// Identity fields: NUL-padded, truncated to kIdentityBytes - 1 bytes.
+void CopyIdentity(char (&dst)[kIdentityBytes], std::string_view s);
+std::string IdentityString(const char (&src)[kIdentityBytes]);
+// Node names and job ids fit the identity fields: dlckpt::ValidNodeName and
+// dlckpt::ValidJobName (dlckpt/base/names.h) allow at most 63 bytes.
+static_assert(kIdentityBytes == 64);
+
+uint32_t GeometryCrc(const Geometry& g);
+uint32_t ImageHeaderCrc(const ImageHeader& h);
+uint64_t StateCrc(const StateRecord& r);
+// Loads a state record word by word; the CRC tells a torn read.
+StateRecord LoadState(const StateRecord* src);
+bool StateValid(const StateRecord& r);
+
+// Checks a version's (or image's) file and chunk tables against its header:
+// checksums, paths in order, modes, sizes, chunks, byte totals. Returns "" and
+// the number of blocks the version fills in *blocks, or what is wrong. The
+// header's own checksum and fields are the caller's to check.
+std::string CheckTables(const ImageHeader& h, const FileEntry* entries, const ChunkEntry* chunks,
+                        uint64_t* blocks);
 
 }  // namespace dlckpt::memfs::layout
 

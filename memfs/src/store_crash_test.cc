@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dlckpt/memfs.h"
+#include "dlckpt/memfs/memfs.h"
 
 namespace dlckpt::memfs {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/memfs.h"
-#include "dlckpt/units.h"
+#include "dlckpt/memfs/memfs.h"
+#include "dlckpt/base/units.h"
 
 namespace dlckpt::memfs {
 namespace {
@@ -85,7 +85,7 @@ Result<std::unique_ptr<Store>> OpenView(const std::string& name, uint64_t epoch)
 }
 
 int CmdList(const Args& a) {
-  std::string prefix = a.pos.empty() ? "/dlckpt." : Normalize(a.pos[0]);
+  std::string prefix = a.pos.empty() ? std::string(kNameRoot) : Normalize(a.pos[0]);
   auto names = Env::Default()->ListShm(prefix);
   if (!names.ok()) return Fail(names.status());
   for (const auto& n : *names) {

@@ -13,10 +13,10 @@
 
 #include <gtest/gtest.h>
 
-#include "dlckpt/crc32c.h"
-#include "dlckpt/memfs.h"
-#include "dlckpt/store.h"
-#include "dlckpt/units.h"
+#include "dlckpt/base/crc32c.h"
+#include "dlckpt/memfs/memfs.h"
+#include "dlckpt/memfs/store.h"
+#include "dlckpt/base/units.h"
 
 namespace dlckpt::memfs {
 namespace {

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/erasure.h"
-#include "dlckpt/groups.h"
-#include "dlckpt/reduce_transport.h"
+#include "dlckpt/codec/erasure.h"
+#include "dlckpt/codec/groups.h"
+#include "dlckpt/codec/reduce_transport.h"
 
 using namespace dlckpt;
 using namespace dlckpt::codec;

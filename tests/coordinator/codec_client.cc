@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "dlckpt/protocol.h"
+#include "dlckpt/codec/protocol.h"
 
 using namespace dlckpt::protocol;  // NOLINT
 

@@ -1,0 +1,199 @@
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "dlckpt/base/env.h"
+
+namespace dlckpt {
+
+MappedShm::~MappedShm() {
+  if (addr_ != nullptr && size_ > 0) munmap(addr_, size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+Status MappedShm::TryLockExclusive() {
+  while (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) {
+      return Status::Busy("store " + name_ + " is owned by a live process");
+    }
+    return Status::FromErrno(errno, "flock " + name_);
+  }
+  return Status::OK();
+}
+
+namespace {
+
+class PosixEnv final : public Env {};
+
+Status CheckShmName(const std::string& name) {
+  if (name.size() < 2 || name[0] != '/' || name.find('/', 1) != std::string::npos ||
+      name.size() > 250) {
+    return Status::InvalidArgument("invalid shared memory name '" + name +
+                                   "' (want /NAME, no other '/', at most 250 characters)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* const env = new PosixEnv();
+  return env;
+}
+
+Result<std::unique_ptr<MappedShm>> Env::CreateShm(const std::string& name, size_t size,
+                                                  bool prefault) {
+  DLCKPT_RETURN_IF_ERROR(CheckShmName(name));
+  if (size == 0) return Status::InvalidArgument("shared memory " + name + ": size 0");
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(errno, "shm_open(O_CREAT|O_EXCL) " + name);
+  auto fail = [&](int err, const std::string& what) {
+    close(fd);
+    shm_unlink(name.c_str());
+    return Status::FromErrno(err, what + " " + name + " (" + std::to_string(size) + " bytes)");
+  };
+  if (fchmod(fd, 0600) != 0) return fail(errno, "fchmod");
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) return fail(errno, "ftruncate");
+  if (prefault) {
+    int rc;
+    do {
+      rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
+    } while (rc == EINTR);
+    if (rc != 0) return fail(rc, "fallocate");
+  }
+  int mflags = MAP_SHARED | (prefault ? MAP_POPULATE : 0);
+  void* addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, mflags, fd, 0);
+  if (addr == MAP_FAILED) return fail(errno, "mmap");
+  return std::make_unique<MappedShm>(name, fd, addr, size, true);
+}
+
+Result<std::unique_ptr<MappedShm>> Env::OpenShm(const std::string& name, bool writable,
+                                                bool populate) {
+  DLCKPT_RETURN_IF_ERROR(CheckShmName(name));
+  int fd = shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(errno, "shm_open " + name);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return Status::FromErrno(err, "fstat " + name);
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    close(fd);
+    return Status::Corruption("shared memory " + name + " is empty");
+  }
+  int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  void* addr = mmap(nullptr, size, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
+  if (addr == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    return Status::FromErrno(err, "mmap " + name);
+  }
+  return std::make_unique<MappedShm>(name, fd, addr, size, writable);
+}
+
+Status Env::UnlinkShm(const std::string& name) {
+  DLCKPT_RETURN_IF_ERROR(CheckShmName(name));
+  if (shm_unlink(name.c_str()) != 0) return Status::FromErrno(errno, "shm_unlink " + name);
+  return Status::OK();
+}
+
+Result<std::vector<std::string>> Env::ListShm(std::string_view prefix) {
+  std::string want(prefix.substr(prefix.empty() || prefix[0] != '/' ? 0 : 1));
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return Status::FromErrno(errno, "opendir /dev/shm");
+  std::vector<std::string> out;
+  while (struct dirent* e = readdir(dir)) {
+    std::string_view n(e->d_name);
+    if (n == "." || n == "..") continue;
+    if (n.substr(0, want.size()) == want) out.push_back("/" + std::string(n));
+  }
+  closedir(dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status Env::WriteFileAtomic(const std::string& path, std::string_view contents, mode_t mode) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return Status::FromErrno(errno, "open " + tmp);
+  if (fchmod(fd, mode) != 0) {
+    int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return Status::FromErrno(err, "fchmod " + tmp);
+  }
+  size_t done = 0;
+  while (done < contents.size()) {
+    ssize_t n = write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return Status::FromErrno(err, "write " + tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (close(fd) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Status::FromErrno(err, "close " + tmp);
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    unlink(tmp.c_str());
+    return Status::FromErrno(err, "rename " + tmp + " -> " + path);
+  }
+  return Status::OK();
+}
+
+Result<std::string> Env::ReadFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close(fd);
+      return Status::FromErrno(err, "read " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+int64_t Env::NowNanos() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t Env::WallNanos() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+void Env::SleepForMicros(int64_t micros) {
+  struct timespec ts{static_cast<time_t>(micros / 1000000), static_cast<long>((micros % 1000000) * 1000)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace dlckpt

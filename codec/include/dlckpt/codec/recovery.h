@@ -1,0 +1,65 @@
+// dlckpt/codec/recovery.h — the recovery decision of dlckpt-run, as a pure function.
+//
+// Input: what a survey found on the live nodes (stores with their epochs,
+// parity objects with the group they encode), the nodes known to be dead,
+// where every rank was placed, and the nodes free to host lost ranks.
+// Output: the newest epoch that every group can recover, the rebuilds that
+// recovery needs (lost member -> target spare node) and the new placement of
+// every rank; or, when a group lost more members than it has parity, an error
+// (ENOTRECOVERABLE) naming the group and the newest checkpoint that still
+// exists.
+//
+// Rules (docs/design.md invariant 1):
+//  - A rank's store is *available* at epoch e when a live node holds it
+//    undamaged with e acknowledged or pending.
+//  - An encoding of epoch e is a set of parity objects with one (epoch,
+//    generation); its group g is recoverable when the members (nodes at
+//    encode time, each a list of ranks) that are not available number at most
+//    the complete parity objects of g that survive.
+//  - Epoch e is *committed everywhere* when some live store acknowledged it
+//    (the application only acknowledges after the codec's DONE), or when every
+//    group of its encoding has a complete surviving parity object.
+//  - e is chosen when it is committed everywhere and every rank is available
+//    or lies in a recoverable group of e's encoding; the newest such e wins.
+//    Epoch 0 (start from scratch) is chosen only when no checkpoint was ever
+//    acknowledged.
+//  - Targets: live nodes without ranks; first those holding no parity of the
+//    chosen encoding, then the lost group's own parity nodes, then the rest.
+#ifndef DLCKPT_CODEC_RECOVERY_H_
+#define DLCKPT_CODEC_RECOVERY_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dlckpt/codec/protocol.h"
+#include "dlckpt/base/status.h"
+
+namespace dlckpt::recovery {
+
+struct Input {
+  protocol::SurveyReply survey;           // from the live nodes
+  std::set<std::string> dead_nodes;       // known lost
+  std::map<int32_t, std::string> placement;  // rank -> node before the failure
+  std::vector<std::string> free_nodes;    // live nodes without ranks, in preference order
+};
+
+struct Plan {
+  uint64_t epoch = 0;        // 0: start from scratch
+  uint64_t generation = 0;   // of the encoding used for rebuilds
+  std::vector<protocol::RebuildTask> rebuilds;
+  std::vector<std::string> lost_nodes;            // nodes whose ranks moved
+  std::map<int32_t, std::string> placement;       // rank -> node after recovery
+  std::string summary;                            // one line for humans
+};
+
+Result<Plan> Decide(const Input& in);
+
+// The RECOVER message for a plan.
+protocol::Recover ToRecoverMessage(const Plan& plan);
+
+}  // namespace dlckpt::recovery
+
+#endif  // DLCKPT_CODEC_RECOVERY_H_

@@ -1,0 +1,146 @@
+// One job-wide checkpoint: see dlckpt/codec/checkpoint_round.h.
+#include "dlckpt/codec/checkpoint_round.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "dlckpt/base/events.h"
+
+namespace dlckpt::codec {
+
+Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::vector<std::string>& names,
+                            bool allow_mismatch) {
+  if (epochs.empty()) return Status::InvalidArgument("no stores to checkpoint");
+  RoundPlan plan;
+  std::vector<uint64_t> acked;
+  uint64_t p = 0;
+  for (const auto& e : epochs) {
+    p = std::max(p, e.pending);
+    acked.push_back(e.acknowledged);
+  }
+  if (p > 0) {
+    bool holds_all = true, acked_somewhere = false;
+    size_t missing = epochs.size();
+    for (size_t i = 0; i < epochs.size(); ++i) {
+      if (epochs[i].acknowledged == p) acked_somewhere = true;
+      if (epochs[i].acknowledged != p && epochs[i].pending != p) {
+        holds_all = false;
+        if (missing == epochs.size()) missing = i;
+      }
+    }
+    if (holds_all) {
+      plan.finish = p;
+      plan.finish_encode = !acked_somewhere;
+      acked.assign(epochs.size(), p);
+      plan.note = "completing epoch " + std::to_string(p) + ", left pending by an interrupted checkpoint" +
+                  (acked_somewhere ? " after it was encoded" : " (encoding it again)");
+    } else if (acked_somewhere) {
+      return Status::Error(
+          EPROTO, "the job's stores disagree about epoch " + std::to_string(p) + ": some acknowledged it, but " +
+                      names[missing] + " holds acknowledged epoch " + std::to_string(epochs[missing].acknowledged) +
+                      " and pending epoch " + std::to_string(epochs[missing].pending) +
+                      "; recover the job (dlckpt-run restores one epoch everywhere) before checkpointing");
+    } else {
+      std::string dropped;
+      for (size_t i = 0; i < epochs.size(); ++i) {
+        if (epochs[i].pending == 0) continue;
+        plan.drop.push_back(i);
+        dropped += (dropped.empty() ? "" : ", ") + names[i] + " epoch " + std::to_string(epochs[i].pending);
+      }
+      plan.note = "dropping pending epochs that not every store holds (an interrupted checkpoint): " + dropped;
+    }
+  }
+  if (plan.finish == 0) {
+    auto [lo, hi] = std::minmax_element(acked.begin(), acked.end());
+    if (*lo != *hi && !allow_mismatch) {
+      std::string list;
+      for (size_t i = 0; i < epochs.size() && i < 16; ++i) {
+        list += (i ? ", " : "") + names[i] + " epoch " + std::to_string(acked[i]);
+      }
+      if (epochs.size() > 16) list += ", ...";
+      return Status::Error(EPROTO, "the stores hold different checkpoints (acknowledged " + list +
+                                       "): a job's stores hold one checkpoint (after a node loss dlckpt-run "
+                                       "restores one everywhere)");
+    }
+  }
+  uint64_t e = 0;
+  for (size_t i = 0; i < epochs.size(); ++i) {
+    e = std::max({e, epochs[i].next, acked[i] + 1, epochs[i].pending + 1});
+  }
+  plan.epoch = e;
+  return plan;
+}
+
+Status CheckpointRound::AgreeEncode(uint64_t epoch, uint64_t keep, const std::string& what, bool* unknown) {
+  EncodeOutcome out;
+  if (encoder_ != nullptr) out = encoder_->Encode(epoch, keep);
+  Status agreed = c_->Agree(out.status, what);
+  *unknown = false;
+  if (!agreed.ok()) {
+    auto any = c_->Max(out.unknown ? 1 : 0);
+    *unknown = !any.ok() || *any != 0;
+  }
+  return agreed;
+}
+
+Result<uint64_t> CheckpointRound::Run() {
+  // 0. Every store's epochs, and the plan all derive from them alike.
+  Result<RoundEpochs> mine = store_->Prepare();
+  DLCKPT_RETURN_IF_ERROR(c_->Agree(mine.status(), "checkpoint"));
+  auto have = c_->Max(encoder_ != nullptr ? 1 : 0);
+  DLCKPT_RETURN_IF_ERROR(have.status());
+  protected_ = *have != 0;
+  std::string blob(reinterpret_cast<const char*>(&*mine), sizeof(RoundEpochs));
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> blobs, c_->Allgather(blob));
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> names, c_->Allgather(name_));
+  std::vector<RoundEpochs> all(blobs.size());
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    if (blobs[i].size() != sizeof(RoundEpochs)) return Status::Error(EPROTO, "checkpoint: malformed epochs");
+    std::copy(blobs[i].begin(), blobs[i].end(), reinterpret_cast<char*>(&all[i]));
+  }
+  DLCKPT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(all, names, o_.allow_mismatch));
+  const size_t me = static_cast<size_t>(c_->rank());
+  if (me == 0 && !plan.note.empty() && o_.log) o_.log(plan.note);
+  if (!plan.drop.empty()) {
+    Status dropped;
+    if (std::find(plan.drop.begin(), plan.drop.end(), me) != plan.drop.end()) dropped = store_->Abort(mine->pending);
+    DLCKPT_RETURN_IF_ERROR(c_->Agree(dropped, "dropping an interrupted checkpoint"));
+  }
+  const uint64_t acked = all[0].acknowledged;
+  if (plan.finish != 0) {
+    const std::string what = "completing interrupted epoch " + std::to_string(plan.finish);
+    if (plan.finish_encode) {
+      bool unknown = false;
+      DLCKPT_RETURN_IF_ERROR(AgreeEncode(plan.finish, acked, what, &unknown));
+    }
+    Status done;
+    if (mine->pending == plan.finish) done = store_->Acknowledge(plan.finish);
+    DLCKPT_RETURN_IF_ERROR(c_->Agree(done, what));
+  }
+
+  // 1. Commit.
+  const uint64_t e = plan.epoch;
+  const std::string es = std::to_string(e);
+  if (me == 0) events::Emit(o_.event_source, "ckpt-begin " + es);
+  Status committed = store_->Commit(e);
+  Status outcome = c_->Agree(committed, "commit of epoch " + es);
+  // 2. Encode, then acknowledge or abort.
+  bool unknown = false;
+  if (outcome.ok()) outcome = AgreeEncode(e, std::max(acked, plan.finish), "checkpoint of epoch " + es, &unknown);
+  if (outcome.ok()) {
+    outcome = c_->Agree(store_->Acknowledge(e), "acknowledgement of epoch " + es);
+  } else if (unknown) {
+    outcome = Status::Error(outcome.code(), outcome.message() + "; epoch " + es +
+                                                " stays pending on every store (the codec may still "
+                                                "finish it): the next checkpoint completes it");
+  } else {
+    Status dropped = committed.ok() ? store_->Abort(e) : Status::OK();
+    Status d = c_->Agree(dropped, "dropping epoch " + es);
+    if (!d.ok()) outcome = Status::Error(outcome.code(), outcome.message() + "; then " + d.message());
+  }
+  if (me == 0) events::Emit(o_.event_source, "ckpt-end " + es + " " + std::to_string(outcome.code()));
+  if (!outcome.ok()) return outcome;
+  return e;
+}
+
+}  // namespace dlckpt::codec

@@ -1,0 +1,174 @@
+// ENCODE of the dlckpt-codec service (Service, service_impl.h): every data
+// node contributes the images of its stores' epoch (read in place) to the
+// parity of its group, which the group's spare nodes write double-buffered
+// into their parity slots; and the one-shot encode (RunEncodeOnce), which
+// takes the layout from the stores the nodes hold.
+// Thread safety: none; collective over the world communicator (every codec
+// process calls Encode for the same epoch). Failures: a node's error (a
+// missing image, the transport, a parity slot) is agreed on by all and
+// returned as a Done naming the node, group and epoch; the previous parity
+// stays the committed one.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "dlckpt/base/events.h"
+#include "dlckpt/base/names.h"
+#include "dlckpt/codec/erasure.h"
+#include "dlckpt/codec/groups.h"
+#include "dlckpt/codec/protocol.h"
+#include "dlckpt/memfs/memfs.h"
+#include "parity.h"
+#include "service_impl.h"
+
+namespace dlckpt::codec {
+
+using internal::EncodeHold;
+using internal::Fixed;
+using internal::Now;
+using internal::RankOfStore;
+using internal::Sleep;
+
+// ---- ENCODE ---------------------------------------------------------------------------
+
+protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
+  double t0 = Now();
+  protocol::Done done;
+  done.epoch = epoch;
+  if (rank_ == 0) events::Emit("codec", "encode-begin " + std::to_string(epoch));
+  if (double hold = EncodeHold(epoch); hold > 0) Sleep(hold);
+  auto finish = [&](const Status& s) {
+    done.code = s.code();
+    done.message = s.ok() ? "" : s.message();
+    done.seconds = Now() - t0;
+    if (rank_ == 0) {
+      events::Emit("codec", "encode-end " + std::to_string(epoch) + " " + std::to_string(s.code()));
+    }
+    return done;
+  };
+  if (!have_layout_) return finish(Status::InvalidArgument("ENCODE before the application's HELLO"));
+
+  // Every data node's image: its stores' images in rank order, read in place.
+  std::vector<Extent> extents;
+  std::vector<uint64_t> sizes;
+  Status mine;
+  if (role_.kind == RoleKind::kData) {
+    mine = LocalImage(epoch, my_app_ranks_, &extents, &sizes, nullptr);
+    if (!mine.ok()) stores_.clear();  // re-attach next time (a relaunched rank may have new stores)
+  }
+  // One exchange carries both every node's readiness and its member record
+  // (node, ranks, image sizes) for the parity headers: fewer collectives,
+  // fewer wake-ups of sleeping processes.
+  protocol::MemberRecord mine_record{cfg_.node, {}, sizes};
+  if (!sizes.empty()) mine_record.ranks.assign(my_app_ranks_.begin(), my_app_ranks_.end());
+  protocol::Writer w;
+  w.I32(mine.code());
+  w.Str(mine.message());
+  protocol::PutMember(w, mine_record);
+  auto gathered = c_->Allgather(w.data());
+  if (!gathered.ok()) return finish(gathered.status());
+  std::vector<protocol::MemberRecord> records(gathered->size());
+  const std::string what = "encode of epoch " + std::to_string(epoch);
+  for (size_t i = 0; i < records.size(); ++i) {
+    protocol::Reader rd((*gathered)[i], "member record");
+    int32_t code = 0;
+    std::string msg;
+    Status st = rd.I32(&code);
+    if (st.ok()) st = rd.Str(&msg);
+    if (st.ok()) st = protocol::GetMember(rd, &records[i]);
+    if (!st.ok()) return finish(st);
+    if (code != 0) return finish(Status::Error(code, what + ": node " + nodes_[i] + ": " + msg));
+    for (uint64_t size : records[i].sizes) done.bytes += size;
+  }
+
+  Status run_status;
+  if (role_.kind != RoleKind::kStandby) {
+    const Group& g = layout_.groups[static_cast<size_t>(role_.group)];
+    auto code = ErasureCode::Create(g.scheme(), g.n(), g.k());
+    if (!code.ok()) {
+      run_status = code.status();
+    } else {
+      protocol::ParityReport info;
+      info.epoch = epoch;
+      info.generation = cfg_.generation;
+      info.group = static_cast<uint32_t>(g.id);
+      info.k = static_cast<uint32_t>(g.k());
+      info.ngroups = static_cast<uint32_t>(layout_.groups.size());
+      info.scheme = g.scheme() == Scheme::kXor ? 0 : 1;
+      for (const auto& d : g.data) info.members.push_back(records[static_cast<size_t>(d.codec_rank)]);
+      struct ParitySink final : OutputSink {
+        ParitySlots* slots;
+        protocol::ParityReport info;
+        uint64_t keep;
+        Result<uint8_t*> Begin(int output, uint64_t length) override {
+          info.index = static_cast<uint32_t>(output);
+          return slots->Prepare(info, length, keep);
+        }
+      } sink;
+      sink.slots = &parity_;
+      sink.info = info;
+      sink.keep = keep;
+      std::string label = "group " + std::to_string(g.id) + " encode of epoch " + std::to_string(epoch);
+      double t_run = Now();
+      auto stats = group_transport_->Run(EncodeSpec(**code, label), extents, &sink);
+      if (!stats.ok()) {
+        run_status = stats.status();
+      } else if (role_.kind == RoleKind::kSpare) {
+        run_status = parity_.Complete();
+      }
+      if (getenv("DLCKPT_CODEC_TRACE")) {
+        Log(label + ": prepare " + Fixed(t_run - t0) + " s, transport " + Fixed(Now() - t_run) + " s");
+      }
+    }
+  }
+  Status all = c_->Agree(run_status, what);
+  if (all.ok()) {
+    last_encoded_ = epoch;
+    ++encodes_;
+    if (drop_old_parity_) {
+      parity_.RemoveAll();
+      drop_old_parity_ = false;
+    }
+  }
+  return finish(all);
+}
+
+Status Service::EncodeOnce(uint64_t epoch) {
+  // The layout is what the nodes hold: every store of the job on each node.
+  protocol::Writer w;
+  auto names = Env::Default()->ListShm(StorePrefix(cfg_.job, cfg_.node));
+  std::vector<int32_t> ranks;
+  if (names.ok()) {
+    for (const auto& n : *names) {
+      if (RankOfStore(n, cfg_.job, cfg_.node) >= 0) ranks.push_back(RankOfStore(n, cfg_.job, cfg_.node));
+    }
+  }
+  w.U32(static_cast<uint32_t>(ranks.size()));
+  for (int32_t r : ranks) w.I32(r);
+  DLCKPT_ASSIGN_OR_RETURN(auto all, c_->Allgather(w.data()));
+  protocol::Hello h;
+  h.job = cfg_.job;
+  for (size_t i = 0; i < all.size(); ++i) {
+    protocol::Reader rd(all[i], "store list");
+    uint32_t n = 0;
+    (void)rd.U32(&n);
+    for (uint32_t j = 0; j < n; ++j) {
+      int32_t r;
+      (void)rd.I32(&r);
+      auto name = StoreName(cfg_.job, nodes_[i], r);
+      h.layout.push_back({r, nodes_[i], name.ok() ? *name : ""});
+    }
+  }
+  if (h.layout.empty()) return Status::NotFound("no store of job " + cfg_.job + " on any node");
+  DLCKPT_RETURN_IF_ERROR(Hello(h));
+  protocol::Done d = Encode(epoch, 0);
+  if (d.code != 0) return Status::Error(d.code, d.message);
+  if (rank_ == 0) {
+    std::printf("encoded epoch %llu: %llu bytes in %.3f s; %s\n", static_cast<unsigned long long>(epoch),
+                static_cast<unsigned long long>(d.bytes), d.seconds, StatusText().c_str());
+  }
+  return Status::OK();
+}
+
+}  // namespace dlckpt::codec

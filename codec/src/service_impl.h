@@ -1,0 +1,143 @@
+// service_impl.h — private to the dlckpt-codec service (codec_service.h):
+// the Service class that RunService, RunEncodeOnce and RunRecoverOnce drive,
+// and the few helpers its files share. The class is split by concern:
+//   codec_service.cc    setup, HELLO (group formation), local stores, the
+//                       command dispatch, rank 0's network side, the entry points;
+//   service_encode.cc   ENCODE and the one-shot encode;
+//   service_recover.cc  SURVEY, RECOVER and the one-shot recovery.
+// Thread safety: none; one Service per process, used by the thread that runs
+// it. Every command is collective over the world communicator: all processes
+// call the same member in the same order. Failures are returned as a Status
+// (or a Done carrying the code and a message naming node, group and epoch)
+// after all processes agreed on them; nothing aborts.
+#ifndef DLCKPT_CODEC_SERVICE_IMPL_H_
+#define DLCKPT_CODEC_SERVICE_IMPL_H_
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codec_service.h"
+#include "dlckpt/base/mpi.h"
+#include "dlckpt/codec/groups.h"
+#include "dlckpt/codec/protocol.h"
+#include "dlckpt/memfs/memfs.h"
+#include "parity.h"
+
+namespace dlckpt::codec {
+
+namespace internal {
+
+enum Command : uint32_t {
+  kCmdHello = 1,
+  kCmdEncode = 2,
+  kCmdSurvey = 3,
+  kCmdRecover = 4,
+  kCmdShutdown = 5,
+};
+
+// Monotonic seconds.
+double Now();
+// `v` with three decimals.
+std::string Fixed(double v);
+// The rank of store `name` when it is a store of (job, node), else -1.
+int RankOfStore(const std::string& name, const std::string& job, const std::string& node);
+
+// Failure injection for dlckpt-run --at phase:encode|phase:recover:
+// DLCKPT_CODEC_HOLD_ENCODE="E:S" makes every codec process wait S seconds after
+// encode-begin of epoch E (0: of every epoch), DLCKPT_CODEC_HOLD_REBUILD="S" after
+// rebuild-begin, so that a node killed "during the encode" or "during the
+// rebuild" dies inside it however fast it would be. 0 when unset or malformed.
+double Hold(const char* name);
+void Sleep(double seconds);
+double EncodeHold(uint64_t epoch);
+
+}  // namespace internal
+
+class Service {
+ public:
+  Service(MPI_Comm world, ServiceConfig config)
+      : world_(world), cfg_(std::move(config)), parity_(cfg_.job, cfg_.node) {}
+
+  Status Init();
+  Status Serve();
+  // One-shot modes (no network): encode `epoch` of the stores found on the
+  // nodes; or survey, decide and rebuild after losing `lost` nodes.
+  Status EncodeOnce(uint64_t epoch);
+  Status RecoverOnce(const std::vector<std::string>& lost, uint64_t epoch);
+
+ private:
+  // ---- collectives helpers ----
+  // Completes a request without spinning (dlckpt/base/mpi.h): kBusy inside
+  // an operation, kIdle between commands.
+  static Status Wait(MPI_Request* req, mpi::Backoff backoff = mpi::kBusy) {
+    return mpi::Wait(req, "codec collective", backoff);
+  }
+  Status BroadcastCommand(uint32_t* cmd, std::string* payload);
+
+  // ---- commands (collective) ----
+  Result<std::string> Execute(uint32_t cmd, const std::string& payload, protocol::MsgType* reply_type);
+  Status Hello(const protocol::Hello& h);
+  protocol::Done Encode(uint64_t epoch, uint64_t keep);
+  Result<protocol::SurveyReply> Survey();
+  protocol::Done Recover(const protocol::Recover& r);
+  void Shutdown();
+
+  // ---- local state ----
+  protocol::NodeReport LocalReport();
+  Status LocalImage(uint64_t epoch, const std::vector<int32_t>& ranks, std::vector<Extent>* extents,
+                    std::vector<uint64_t>* sizes, const std::vector<uint64_t>* expect);
+  memfs::Store* CachedStore(int32_t rank, Status* error);
+  void Log(const std::string& msg) const {
+    std::fprintf(stderr, "dlckpt-codec[%d %s]: %s\n", rank_, cfg_.node.c_str(), msg.c_str());
+    std::fflush(stderr);
+  }
+
+  // ---- rank 0 network side ----
+  Status Listen();
+  void HandleClient(size_t i);
+  std::string StatusText() const;
+
+  MPI_Comm world_;
+  ServiceConfig cfg_;
+  int rank_ = 0, size_ = 1;
+  std::unique_ptr<mpi::Collective> c_;  // over world_, "node N" in errors
+  std::vector<std::string> nodes_;  // node of each codec rank
+  std::map<std::string, int> rank_of_node_;
+  std::unique_ptr<ReduceTransport> world_transport_;
+
+  // From the application's HELLO.
+  bool have_layout_ = false;
+  std::map<int32_t, std::string> app_node_;  // app rank -> node
+  GroupLayout layout_;
+  Role role_;
+  MPI_Comm group_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<ReduceTransport> group_transport_;
+  std::vector<int32_t> my_app_ranks_;
+  std::map<int32_t, std::unique_ptr<memfs::Store>> stores_;  // read-only attachments
+  ParitySlots parity_;
+  uint64_t last_encoded_ = 0;
+  int encodes_ = 0;
+  std::string protection_;  // "" when the configured protection holds
+  bool drop_old_parity_ = false;
+
+  // Rank 0.
+  struct Client {
+    std::unique_ptr<protocol::Connection> conn;
+    bool authed = false;
+    protocol::Role role = protocol::Role::kApplication;
+  };
+  std::unique_ptr<protocol::Listener> listener_;
+  std::vector<Client> clients_;
+  std::string token_;
+  bool stop_ = false;
+};
+
+}  // namespace dlckpt::codec
+
+#endif  // DLCKPT_CODEC_SERVICE_IMPL_H_

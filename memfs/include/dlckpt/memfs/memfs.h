@@ -1,0 +1,290 @@
+// dlckpt/memfs/memfs.h — memfs, the in-memory file system of one application rank.
+//
+// A Store lives in one POSIX shared memory object, named from job, node and
+// rank (StoreName), created with a fixed capacity and pre-faulted. Files are
+// named by full path (no directory tree is needed; directories exist only as
+// optional entries for FUSE) and have POSIX regular-file semantics.
+//
+// Epochs. Everything written between two commits is one epoch. Commit()
+// freezes the working files as the *pending* epoch and computes a CRC32C per
+// file; Acknowledge() makes it the *acknowledged* epoch once its parity exists
+// everywhere. Bytes of a committed epoch are never modified: later writes go
+// to fresh blocks (copy-on-write), so at most the acknowledged epoch, one
+// pending epoch and the working files coexist. Rollback() returns to the
+// acknowledged epoch; Restore(e) selects the epoch a recovery decided on.
+//
+// Memory cost: the data area holds `capacity` bytes. A file rewritten every
+// checkpoint costs its size once per live version: about twice the checkpoint
+// while the next one is written or encoded (acknowledged + working/pending),
+// three times only if the application writes while an epoch awaits its
+// acknowledgement. Metadata: 3 version slots of (max_files * 320 + blocks * 4)
+// bytes (+ blocks * 8 for the chunk table of a compressed store) plus one
+// 4 KiB header.
+//
+// Compression (StoreOptions::compression = kLz4). File data is cut into
+// chunks of chunk_size bytes (a power of two, at least 2 blocks); each chunk
+// is stored either raw or as one LZ4 block in fewer blocks, and only if that
+// takes at most threshold * (its raw blocks), so incompressible chunks stay
+// raw and cost what they cost uncompressed. Chunks are compressed as written:
+// a write that fills a whole chunk compresses it straight from the caller's
+// buffer; a chunk filled piece by piece is compressed when a write reaches
+// its end; whatever remains (a file's last partial chunk, chunks changed in
+// place) at Commit(). Before compressing a chunk of 128 KiB or more in full,
+// three 16 KiB samples are compressed; if they do not shrink below
+// (1 + threshold) / 2 of their size the chunk stays raw, for about 5% of the
+// cost of a full attempt. A write into a compressed chunk first decompresses
+// it into raw blocks (the committed copy, if any, stays untouched); it is
+// compressed again when a write reaches its end or at the next Commit(). CRCs
+// are over the uncompressed bytes: one per chunk, taken when the chunk is
+// judged, combined into the file's; Verify() and a rebuild decompress and
+// recompute both.
+//
+// Memory with compression. With r the stored/raw ratio of a checkpoint of S
+// bytes (in whole blocks: at best 1 / blocks-per-chunk), the "rewrite every
+// checkpoint" pattern costs
+//   after Acknowledge:             r*S
+//   while the next one is written: r*S + r*S' (S' written so far) + one raw
+//                                  chunk per file written in pieces smaller
+//                                  than a chunk
+//   from Commit to Acknowledge:    2*r*S (3*r*S if writes continue meanwhile)
+// instead of S, 2*S and 2*S (3*S). The encoding view carries the chunks as
+// stored, so parity, its double buffers on the spares and the encode traffic
+// are r*S too. Reads of a compressed chunk decompress it into a one-chunk
+// cache. Logical file sizes may exceed `capacity` (up to blocks * chunk_size).
+// ENOSPC can come from operations that need no new block in an uncompressed
+// store: a write or truncate inside a compressed chunk needs the chunk's raw
+// blocks.
+// Processes. One *owner* process (the rank, FUSE daemon, or a restarted rank)
+// writes a store; it holds an advisory lock the kernel drops when it dies.
+// Any number of read-only attachers (the codec, dlckpt-store) read committed
+// epochs concurrently without locks. When the owner dies, its uncommitted
+// writes are lost: the next owner starts from the acknowledged epoch. A clean
+// detach (destructor of an owner Store) keeps the working files for the next
+// owner (so `cp` then `cat` through the preload library see the same files).
+//
+// Thread safety: every method of Store is thread-safe. Errors: Status with the
+// store name and path, errno-valued codes (ENOENT, EBADF, ENOSPC, EMFILE,
+// ENAMETOOLONG, EINVAL, EISDIR, EEXIST, EBUSY, EBADMSG for corruption).
+#ifndef DLCKPT_MEMFS_MEMFS_H_
+#define DLCKPT_MEMFS_MEMFS_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlckpt/base/names.h"
+#include "dlckpt/base/env.h"
+#include "dlckpt/memfs/extent.h"
+#include "dlckpt/base/status.h"
+
+namespace dlckpt::memfs {
+
+inline constexpr size_t kMaxPath = 255;  // bytes, without the terminating NUL
+
+enum class Compression { kNone = 0, kLz4 = 1 };
+
+// "none" or "lz4" (case-insensitive); EINVAL naming the text otherwise.
+Result<Compression> ParseCompression(std::string_view text);
+const char* CompressionName(Compression c);
+
+struct StoreOptions {
+  uint64_t capacity = 256ull << 20;  // bytes of file data, all versions together
+  uint32_t block_size = 64u << 10;   // power of two in [4 KiB, 16 MiB]
+  uint32_t max_files = 1024;         // files (and directories) per version
+  uint32_t max_open = 1024;          // open descriptors per Store object
+  bool prefault = true;              // allocate and map every page at creation
+  // Compression of file data (see "Compression" above); recorded in the store.
+  Compression compression = Compression::kNone;
+  // A chunk is stored compressed only if it then fills at most this fraction
+  // of its raw blocks, in (0, 1]. 0.875: at least 1/8 saved (as ZFS demands),
+  // i.e. at most 14 of 16 blocks with the default chunk.
+  double compress_threshold = 0.875;
+  // Bytes per chunk: a power of two, >= 2 * block_size, <= 64 MiB; 0 picks
+  // 16 blocks (1 MiB with 64 KiB blocks), capped at 64 MiB.
+  uint32_t chunk_size = 0;
+  // Identity recorded in the store (and in its images).
+  std::string job;
+  std::string node;
+  int rank = 0;
+};
+
+// A store's name ("/dlckpt.<job>.<node>.r<rank>"): dlckpt::StoreName of
+// dlckpt/base/names.h, the one place where shared-memory names are made.
+
+// kReadOnly maps pages as they are touched (tools that look at metadata);
+// kReadAll is read-only with every page mapped at attach (the codec, which
+// reads whole epochs); kOwner maps every page too, so a restarted owner
+// writes at full speed at once.
+enum class AttachMode { kReadOnly, kReadAll, kOwner };
+
+struct FileInfo {
+  std::string path;
+  uint64_t size = 0;
+  uint32_t mode = 0;  // includes S_IFREG or S_IFDIR
+  int64_t mtime_ns = 0;
+  uint64_t ino = 0;
+  uint32_t crc32c = 0;  // of the file's bytes, valid in committed epochs
+  uint64_t blocks = 0;  // data blocks the file fills (compressed chunks: their LZ4 blocks)
+};
+
+struct EpochState {
+  uint64_t acknowledged = 0;  // 0: none
+  uint64_t pending = 0;       // 0: none
+  uint64_t next = 1;          // the smallest epoch a commit may take (never reused)
+};
+
+struct StoreStats {
+  uint64_t capacity = 0;     // data bytes
+  uint64_t block_size = 0;
+  uint64_t blocks_total = 0;
+  uint64_t blocks_free = 0;  // in the owner's view; read-only attachers: 0
+  // Owner: blocks_total - blocks_free. Read-only attachers: the blocks of the
+  // published versions (acknowledged, pending, a cleanly saved working set).
+  uint64_t blocks_used = 0;
+  uint32_t max_files = 0;
+  Compression compression = Compression::kNone;
+  uint32_t chunk_size = 0;  // compressed stores
+  double compress_threshold = 0;
+  std::string job, node;
+  int rank = 0;
+  uint64_t shm_bytes = 0;  // size of the shared memory object
+};
+
+// The encoding view of one committed epoch: a canonical byte image holding
+// the epoch's metadata (a header, one entry per file and, in a compressed
+// store, one entry per chunk, independent of block placement and node)
+// followed by every file's bytes in entry order, as stored: raw, or chunk by
+// chunk raw or LZ4-compressed. A store rebuilt from an image (ImageBuilder)
+// stores every chunk exactly as the image does, so its image of that epoch is
+// byte-identical and parity computed over images rebuilds a store byte for
+// byte, again and again. (Uncompressed stores holding the same epoch content
+// have identical images; compressed ones may differ in which chunks are
+// compressed.) The extents point into the store's mapping: valid while the
+// Store object lives and the epoch stays committed (an acknowledged epoch
+// stays until a newer one is acknowledged).
+struct Image {
+  uint64_t epoch = 0;
+  uint64_t size = 0;  // sum of extent lengths
+  std::vector<Extent> extents;
+};
+
+class Store final {
+ public:
+  // Creates a new store (EEXIST if the name exists) owned by this process.
+  static Result<std::unique_ptr<Store>> Create(const std::string& name, const StoreOptions& options,
+                                               Env* env = Env::Default());
+  // Attaches to an existing store. The header, geometry and committed version
+  // metadata are checked; a damaged store is refused (EBADMSG), never read.
+  // kOwner fails with EBUSY while another live process owns the store.
+  static Result<std::unique_ptr<Store>> Attach(const std::string& name, AttachMode mode,
+                                               Env* env = Env::Default());
+  // Removes the shared memory object (mappings stay valid until detached).
+  static Status Destroy(const std::string& name, Env* env = Env::Default());
+
+  // Detaches. An owner saves its working files for the next owner first.
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& name() const;
+  bool is_owner() const;
+  StoreStats stats() const;
+  EpochState epochs() const;
+
+  // --- files. Owners act on the working files. Read-only attachers see one
+  // committed epoch (the newest, or the one chosen with View) and may only
+  // open O_RDONLY. Descriptors are small integers private to this object.
+  Result<int> Open(std::string_view path, int flags, mode_t mode = 0644);
+  Status Close(int fd);
+  Result<size_t> Read(int fd, void* buf, size_t len);
+  Result<size_t> Write(int fd, const void* buf, size_t len);
+  Result<size_t> Pread(int fd, void* buf, size_t len, uint64_t offset);
+  Result<size_t> Pwrite(int fd, const void* buf, size_t len, uint64_t offset);
+  Result<uint64_t> Seek(int fd, int64_t offset, int whence);
+  Status Ftruncate(int fd, uint64_t size);
+  Status Truncate(std::string_view path, uint64_t size);
+  Result<FileInfo> Fstat(int fd);
+  Result<FileInfo> Stat(std::string_view path);
+  Status Fsync(int fd);  // data is already in memory: checks fd only
+  Result<int> OpenFlags(int fd);  // the flags given to Open
+  Status Unlink(std::string_view path);
+  Status Rename(std::string_view from, std::string_view to);
+  Status Mkdir(std::string_view path, mode_t mode);
+  Status Rmdir(std::string_view path);  // ENOTEMPTY if any path lies below it
+  // Files (and directories) whose path starts with `prefix`, sorted by path.
+  Result<std::vector<FileInfo>> List(std::string_view prefix);
+
+  // --- epochs (owner only, except Verify/GetImage/View).
+  // Freezes the working files as a new pending epoch and computes CRCs.
+  // `epoch` 0 takes the next number; an explicit one (agreed by all ranks)
+  // must be newer than every epoch this store has seen, else EINVAL. Epoch
+  // numbers are never reused, even after AbortPending. EBUSY if an epoch is
+  // still pending.
+  Result<uint64_t> Commit(uint64_t epoch = 0);
+  // The pending epoch `epoch` becomes the acknowledged one; the previous
+  // acknowledged epoch's blocks are released.
+  Status Acknowledge(uint64_t epoch);
+  // Drops the pending epoch (its parity was never completed).
+  Status AbortPending();
+  // Working files := the acknowledged epoch; the pending epoch is dropped.
+  Status Rollback();
+  // Makes committed `epoch` (acknowledged or pending) the acknowledged epoch,
+  // drops the other, and resets the working files to it. Used by recovery.
+  Status Restore(uint64_t epoch);
+  // Recomputes every file CRC of committed `epoch` over the uncompressed
+  // bytes (decompressing compressed chunks, whose own CRCs are checked too);
+  // EBADMSG naming the file (and chunk offset) on a mismatch or damaged data.
+  Status Verify(uint64_t epoch);
+  // The encoding view of committed `epoch`.
+  Result<Image> GetImage(uint64_t epoch);
+  // Read-only attachers: choose the committed epoch that Open/List/Stat see.
+  Status View(uint64_t epoch);
+
+  class Impl;
+
+ private:
+  explicit Store(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Builds a whole store from an image stream (the inverse of GetImage), e.g.
+// on a spare node from bytes rebuilt by the codec. Bytes are appended in image
+// order; bytes past the image's own length (zero padding of parity) are
+// ignored. The new store has the image's geometry and compression settings,
+// and stores every chunk as the image does (no recompression). Finish()
+// checks every CRC over the uncompressed bytes and the header, and leaves a
+// store whose acknowledged epoch is the image's epoch. If the builder is
+// destroyed before Finish() succeeded, the half-built store is removed.
+class ImageBuilder final {
+ public:
+  // `name`: the new store's shared memory name; `node`: its node. The job,
+  // rank, geometry and epoch come from the image.
+  static Result<std::unique_ptr<ImageBuilder>> Begin(const std::string& name, std::string node,
+                                                     Env* env = Env::Default());
+  ~ImageBuilder();
+  ImageBuilder(const ImageBuilder&) = delete;
+  ImageBuilder& operator=(const ImageBuilder&) = delete;
+
+  Status Append(const void* data, size_t len);
+  // The image's length once its header has arrived (0 before).
+  uint64_t image_size() const;
+  // Verifies and publishes; returns the epoch.
+  Result<uint64_t> Finish();
+
+  class Impl;
+
+ private:
+  explicit ImageBuilder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads `len` bytes at `offset` of an image into `out` (zero past its end).
+void CopyFromImage(const Image& image, uint64_t offset, void* out, size_t len);
+
+}  // namespace dlckpt::memfs
+
+#endif  // DLCKPT_MEMFS_MEMFS_H_

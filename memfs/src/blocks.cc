@@ -1,0 +1,268 @@
+// blocks.cc — block allocation and the raw data path of a store's working
+// files: reading, writing with copy-on-write, truncating, and file CRCs
+// (Store::Impl, see store_impl.h).
+//
+// Ownership: refs_ holds one reference mask per data block (kRefAcked,
+// kRefPending, kRefWorking); a block is free when its mask is 0, and
+// free_blocks_ counts those. Only the owner allocates. A block referenced by
+// a committed epoch (kRefFrozen) is never written: a write into it copies the
+// block first (copy-on-write) and drops the working reference to the old one.
+//
+// Thread safety: every function here expects mu_ held.
+//
+// Failure: ENOSPC naming the store and path when blocks run out. Writes are
+// counted before any block is touched, so a failed write changes nothing and
+// a partial one stops at a block boundary; TruncateLocked extends
+// all-or-nothing. AllocBlockLocked aborts if free_blocks_ lied (an invariant).
+// In compressed stores reads may fail with EBADMSG (a damaged LZ4 block).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "dlckpt/base/crc32c.h"
+#include "store_impl.h"
+
+namespace dlckpt::memfs {
+
+using namespace layout;  // NOLINT(google-build-using-namespace)
+
+// Drops reference `ref` from block b; the block is free once nothing refers to it.
+void Store::Impl::DropRefLocked(uint32_t b, uint8_t ref) {
+  refs_[b] &= static_cast<uint8_t>(~ref);
+  if (refs_[b] == 0) free_blocks_++;
+}
+
+void Store::Impl::ReleaseBlockLocked(uint32_t b) { DropRefLocked(b, kRefWorking); }
+
+// Finds a free block (one must exist), preferring the one after the last.
+uint32_t Store::Impl::AllocBlockLocked() {
+  uint64_t n = geo_.nblocks;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t b = cursor_ + i;
+    if (b >= n) b -= n;
+    if (refs_[b] == 0) {
+      refs_[b] = kRefWorking;
+      free_blocks_--;
+      cursor_ = b + 1 == n ? 0 : b + 1;
+      if (b == cache_block_) cache_block_ = kNoBlock;  // the cached chunk's block is reused
+      return static_cast<uint32_t>(b);
+    }
+  }
+  std::abort();  // free_blocks_ said there was one: the allocator's invariant broke
+}
+
+Result<size_t> Store::Impl::ReadAtLocked(const Node& node, uint8_t* out, size_t len, uint64_t off) {
+  if (off >= node.size) return size_t{0};
+  size_t n = static_cast<size_t>(std::min<uint64_t>(len, node.size - off));
+  const uint64_t bs = geo_.block_size;
+  size_t done = 0;
+  while (done < n) {
+    uint64_t pos = off + done;
+    if (compressed_) {
+      uint64_t ci = pos / geo_.chunk_size;
+      if (node.chunks[ci].compressed) {
+        DLCKPT_ASSIGN_OR_RETURN(const uint8_t* raw, DecompressedLocked(node, ci));
+        uint64_t co = pos - ci * geo_.chunk_size;
+        size_t piece = static_cast<size_t>(std::min<uint64_t>(ChunkLen(node, ci) - co, n - done));
+        std::memcpy(out + done, raw + co, piece);
+        done += piece;
+        continue;
+      }
+    }
+    uint64_t bi = pos / bs, bo = pos % bs;
+    size_t piece = static_cast<size_t>(std::min<uint64_t>(bs - bo, n - done));
+    std::memcpy(out + done, BlockPtr(node.blocks[bi]) + bo, piece);
+    done += piece;
+  }
+  return n;
+}
+
+// The largest size a file may have: a compressed chunk fills one block at
+// least, so a compressed store holds at most nblocks chunks.
+uint64_t Store::Impl::MaxFileSize() const {
+  return compressed_ ? geo_.nblocks * geo_.chunk_size : geo_.capacity;
+}
+
+// Writes `len` bytes of `src` (zeros if null) at `off`, zero-filling any gap
+// between the old end of file and `off`. Writes as much as fits: returns the
+// count written, or ENOSPC if nothing fits. Never leaves a partial block
+// allocation behind.
+Result<size_t> Store::Impl::WriteAtLocked(Node& node, const uint8_t* src, size_t len, uint64_t off) {
+  if (len == 0) return size_t{0};
+  if (S_ISDIR(node.mode)) return Status::Error(EISDIR, Where(node.path) + ": is a directory");
+  const uint64_t limit = MaxFileSize();
+  if (off >= limit) {
+    return Status::NoSpace(Where(node.path) + ": offset " + std::to_string(off) +
+                           " beyond the store's capacity");
+  }
+  uint64_t end = std::min<uint64_t>(off + std::min<uint64_t>(len, limit), limit);
+  if (compressed_) return WriteCompressedLocked(node, src, off, end, off + 1);
+  uint64_t reached = WriteRangeLocked(node, src, off, std::min(off, node.size), end, off + 1);
+  if (reached <= off) return FullLocked(node);
+  return static_cast<size_t>(reached - off);
+}
+
+Status Store::Impl::FullLocked(const Node& node) const {
+  return Status::NoSpace(Where(node.path) + ": store full (" + std::to_string(geo_.capacity) +
+                         " bytes, " + std::to_string(free_blocks_) + " blocks free)");
+}
+
+// Writes file positions [from, to) (from <= size) block by block: bytes
+// below `off` are zeros, the others src[pos - off] (zeros if src is null).
+// Counts the blocks first and writes only up to the first block that does
+// not fit, and nothing at all if that end would be below `need`. Returns
+// the position reached. Compressed stores: no compressed chunk may overlap
+// the range; the chunks written become raw and undecided.
+uint64_t Store::Impl::WriteRangeLocked(Node& node, const uint8_t* src, uint64_t off,
+                                       uint64_t from, uint64_t to, uint64_t need) {
+  const uint64_t bs = geo_.block_size;
+  uint64_t budget = free_blocks_;
+  uint64_t first_b = from / bs, last_b = (to - 1) / bs;
+  uint64_t end = to;
+  for (uint64_t b = first_b; b <= last_b; ++b) {
+    bool fresh = b >= node.blocks.size() || node.blocks[b] == kNoBlock ||
+                 (refs_[node.blocks[b]] & kRefFrozen);
+    if (!fresh) continue;
+    if (budget == 0) {
+      end = b * bs;
+      break;
+    }
+    budget--;
+  }
+  if (end < need || end <= from) return from;
+  for (uint64_t pos = from; pos < end;) {
+    uint64_t bi = pos / bs, bo = pos % bs;
+    uint64_t piece = std::min(bs - bo, end - pos);
+    uint8_t* blk;
+    if (bi >= node.blocks.size()) {
+      uint32_t b = AllocBlockLocked();
+      node.blocks.push_back(b);
+      blk = BlockPtr(b);
+    } else if (node.blocks[bi] == kNoBlock) {
+      // A dropped compressed chunk: its old bytes are all being overwritten.
+      node.blocks[bi] = AllocBlockLocked();
+      blk = BlockPtr(node.blocks[bi]);
+    } else if (refs_[node.blocks[bi]] & kRefFrozen) {
+      // Copy-on-write: the committed bytes stay where they are.
+      uint32_t old = node.blocks[bi];
+      uint32_t b = AllocBlockLocked();
+      blk = BlockPtr(b);
+      if (piece < bs) std::memcpy(blk, BlockPtr(old), bs);
+      node.blocks[bi] = b;
+      DropWorkingRefLocked(node, bi, old);
+    } else {
+      blk = BlockPtr(node.blocks[bi]);
+    }
+    // [pos, pos + piece) splits into a hole part (< off) and a data part.
+    uint64_t hole_end = std::min(std::max(pos, off), pos + piece);
+    if (hole_end > pos) std::memset(blk + bo, 0, hole_end - pos);
+    if (pos + piece > hole_end) {
+      uint64_t n = pos + piece - hole_end;
+      if (src) {
+        std::memcpy(blk + bo + (hole_end - pos), src + (hole_end - off), n);
+      } else {
+        std::memset(blk + bo + (hole_end - pos), 0, n);
+      }
+    }
+    pos += piece;
+    if (pos > node.size) node.size = pos;
+  }
+  if (compressed_) {
+    const uint64_t cs = geo_.chunk_size;
+    node.chunks.resize(BlocksFor(node.size, cs));
+    for (uint64_t ci = from / cs; ci <= (end - 1) / cs; ++ci) {
+      node.chunks[ci].decided = false;
+      node.chunks[ci].crc_valid = false;
+    }
+  }
+  node.crc_valid = false;
+  node.mtime_ns = env_->WallNanos();
+  return end;
+}
+
+Status Store::Impl::TruncateLocked(Node& node, uint64_t size) {
+  if (size > node.size) {
+    // Extend with zeros; all-or-nothing.
+    uint64_t old = node.size;
+    if (compressed_) {
+      if (size > MaxFileSize()) return TooBigLocked(node, size);
+      return WriteCompressedLocked(node, nullptr, old, size, size).status();
+    }
+    DLCKPT_ASSIGN_OR_RETURN(size_t n, WriteAtLocked(node, nullptr, size - old, old));
+    if (old + n < size) {
+      // Undo the partial extension.
+      DLCKPT_RETURN_IF_ERROR(ShrinkLocked(node, old));
+      return TooBigLocked(node, size);
+    }
+    return Status::OK();
+  }
+  if (size < node.size) DLCKPT_RETURN_IF_ERROR(ShrinkLocked(node, size));
+  node.mtime_ns = env_->WallNanos();
+  return Status::OK();
+}
+
+Status Store::Impl::TooBigLocked(const Node& node, uint64_t size) const {
+  return Status::NoSpace(Where(node.path) + ": store full, cannot extend to " +
+                         std::to_string(size) + " bytes");
+}
+
+// Cuts the file to `size` bytes. Cannot fail in an uncompressed store; in a
+// compressed one, a cut inside a compressed chunk decompresses it (ENOSPC).
+Status Store::Impl::ShrinkLocked(Node& node, uint64_t size) {
+  const uint64_t cs = geo_.chunk_size;
+  if (compressed_ && size % cs != 0 && node.chunks[size / cs].compressed) {
+    DLCKPT_RETURN_IF_ERROR(ExpandLocked(node, size / cs));
+  }
+  uint64_t keep = BlocksFor(size, geo_.block_size);
+  for (uint64_t i = keep; i < node.blocks.size(); ++i) {
+    if (node.blocks[i] != kNoBlock) ReleaseBlockLocked(node.blocks[i]);
+  }
+  node.blocks.resize(keep);
+  node.size = size;
+  node.crc_valid = false;
+  if (compressed_) {
+    node.chunks.resize(BlocksFor(size, cs));
+    if (size % cs != 0) {
+      node.chunks.back().decided = false;
+      node.chunks.back().crc_valid = false;
+    }
+  }
+  return Status::OK();
+}
+
+// The CRC32C of a file's bytes. Compressed stores: from the chunks' CRCs,
+// compressing (or judging) the chunks still undecided first.
+Result<uint32_t> Store::Impl::NodeCrcLocked(Node& node) {
+  if (!compressed_) {
+    uint32_t crc = 0;
+    uint64_t left = node.size;
+    for (uint32_t b : node.blocks) {
+      uint64_t n = std::min<uint64_t>(left, geo_.block_size);
+      crc = Crc32c(BlockPtr(b), n, crc);
+      left -= n;
+    }
+    return crc;
+  }
+  uint32_t crc = 0;
+  for (uint64_t ci = 0; ci < node.chunks.size(); ++ci) {
+    Chunk& c = node.chunks[ci];
+    uint64_t len = ChunkLen(node, ci);
+    if (!c.compressed && !c.decided) TryCompressLocked(node, ci);
+    if (!c.crc_valid) {
+      const uint8_t* raw;
+      if (c.compressed) {
+        DLCKPT_ASSIGN_OR_RETURN(raw, DecompressedLocked(node, ci));
+      } else {
+        raw = ContiguousLocked(&node.blocks[ci * cpb_], len, &gather_);
+      }
+      c.crc = Crc32c(raw, len);
+      c.crc_valid = true;
+    }
+    crc = Crc32cCombine(crc, c.crc, len);
+  }
+  return crc;
+}
+
+}  // namespace dlckpt::memfs

@@ -1,0 +1,156 @@
+// image.cc — the encoding view of a committed epoch (GetImage, CopyFromImage)
+// and the verification of its CRCs (Verify) (Store::Impl, see store_impl.h
+// and "Image" in dlckpt/memfs/memfs.h).
+//
+// Ownership: an Image's extents point into the store's mapping; they stay
+// valid while the Store object lives and the epoch stays committed. Nothing
+// here writes shared memory.
+//
+// Thread safety: GetImage and Verify take mu_; read-only attachers may call
+// them while the owner runs (the version is parsed and checked first, and a
+// committed version is never rewritten while published).
+//
+// Failure: ENOENT for an epoch that is not committed; EBADMSG naming the
+// store, epoch, file (and chunk offset) for a damaged version, a checksum
+// mismatch or an LZ4 block that does not decompress.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "dlckpt/base/crc32c.h"
+#include "store_impl.h"
+
+namespace dlckpt::memfs {
+
+using namespace layout;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+std::string Hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+}  // namespace
+
+Status Store::Impl::Verify(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
+  return VerifyVersionLocked(v);
+}
+
+Result<Image> Store::Impl::GetImage(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
+  Image img;
+  img.epoch = epoch;
+  const uint64_t head = sizeof(ImageHeader) + uint64_t{v.hdr->nfiles} * sizeof(FileEntry);
+  img.extents.push_back(Extent{reinterpret_cast<const uint8_t*>(v.hdr), head});
+  if (v.hdr->nchunks > 0) {
+    img.extents.push_back(Extent{reinterpret_cast<const uint8_t*>(v.chunks),
+                                 v.hdr->nchunks * sizeof(ChunkEntry)});
+  }
+  img.size = v.hdr->meta_bytes;
+  Status walked = ForEachPiece(v, [&](const Piece& pc) {
+    uint64_t left = pc.stored;
+    for (uint64_t k = 0; left > 0; ++k) {
+      uint64_t n = std::min<uint64_t>(left, geo_.block_size);
+      const uint8_t* p = BlockPtr(pc.blocks[k]);
+      Extent& last = img.extents.back();
+      if (last.data + last.len == p) {
+        last.len += n;
+      } else {
+        img.extents.push_back(Extent{p, n});
+      }
+      img.size += n;
+      left -= n;
+    }
+    return Status::OK();
+  });
+  DLCKPT_RETURN_IF_ERROR(walked);
+  return img;
+}
+
+// Calls fn(piece) for every piece in image order; stops at the first error.
+template <class Fn>
+Status Store::Impl::ForEachPiece(const Version& v, Fn&& fn) const {
+  uint64_t bi = 0, ci = 0;
+  for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
+    const FileEntry& e = v.entries[i];
+    if (!v.chunks) {
+      if (e.size > 0) DLCKPT_RETURN_IF_ERROR(fn(Piece{i, 0, e.size, e.size, 0, v.blocks + bi}));
+      bi += BlocksFor(e.size, geo_.block_size);
+      continue;
+    }
+    for (uint64_t off = 0; off < e.size; off += geo_.chunk_size, ++ci) {
+      uint64_t len = std::min<uint64_t>(geo_.chunk_size, e.size - off);
+      const ChunkEntry& ce = v.chunks[ci];
+      DLCKPT_RETURN_IF_ERROR(fn(Piece{i, off, len, ce.stored, ce.crc32c, v.blocks + bi}));
+      bi += BlocksFor(ce.stored, geo_.block_size);
+    }
+  }
+  return Status::OK();
+}
+
+
+// Recomputes every CRC of a committed version over the uncompressed bytes.
+Status Store::Impl::VerifyVersionLocked(const Version& v) {
+  const uint64_t bs = geo_.block_size;
+  std::vector<uint8_t> raw;
+  std::vector<uint32_t> crcs(v.hdr->nfiles, 0);
+  DLCKPT_RETURN_IF_ERROR(ForEachPiece(v, [&](const Piece& pc) -> Status {
+    const FileEntry& e = v.entries[pc.file];
+    std::string where = "store " + name() + " epoch " + std::to_string(v.epoch) + ": " + e.path;
+    uint32_t crc = 0;
+    if (pc.stored < pc.len) {
+      if (raw.size() < pc.len) raw.resize(pc.len);
+      DLCKPT_RETURN_IF_ERROR(DecompressLocked(pc.blocks, pc.stored, raw.data(), pc.len,
+                                              where + ": chunk at offset " + std::to_string(pc.offset)));
+      crc = Crc32c(raw.data(), pc.len);
+    } else {
+      uint64_t left = pc.len;
+      for (uint64_t k = 0; left > 0; ++k) {
+        uint64_t n = std::min(left, bs);
+        crc = Crc32c(BlockPtr(pc.blocks[k]), n, crc);
+        left -= n;
+      }
+    }
+    if (v.chunks && crc != pc.crc) {
+      return Status::Corruption(where + ": checksum mismatch in the chunk at offset " +
+                                std::to_string(pc.offset) + " (stored " + Hex(pc.crc) +
+                                ", computed " + Hex(crc) + ")");
+    }
+    crcs[pc.file] = Crc32cCombine(crcs[pc.file], crc, pc.len);
+    return Status::OK();
+  }));
+  for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
+    const FileEntry& e = v.entries[i];
+    if (crcs[i] != e.crc32c) {
+      return Status::Corruption("store " + name() + " epoch " + std::to_string(v.epoch) + ": " +
+                                e.path + ": checksum mismatch (stored " + Hex(e.crc32c) +
+                                ", computed " + Hex(crcs[i]) + ")");
+    }
+  }
+  return Status::OK();
+}
+
+void CopyFromImage(const Image& image, uint64_t offset, void* out, size_t len) {
+  auto* dst = static_cast<uint8_t*>(out);
+  uint64_t pos = 0;
+  for (const Extent& e : image.extents) {
+    if (len == 0) break;
+    if (offset < pos + e.len) {
+      uint64_t in = offset - pos;
+      size_t n = static_cast<size_t>(std::min<uint64_t>(e.len - in, len));
+      std::memcpy(dst, e.data + in, n);
+      dst += n;
+      offset += n;
+      len -= n;
+    }
+    pos += e.len;
+  }
+  if (len > 0) std::memset(dst, 0, len);
+}
+
+}  // namespace dlckpt::memfs

@@ -1,0 +1,334 @@
+// memfs/src/store_impl.h — Store::Impl, the state behind one attached store.
+// Private to memfs/src; see dlckpt/memfs/memfs.h for the public contract and
+// layout.h for the bytes in shared memory.
+//
+// Ownership. An Impl owns its mapping of the shared memory object (shm_) and
+// everything in process memory: the working file set (files_, a map of Nodes
+// with their block lists), the open descriptors (handles_) and a reference
+// mask per block (refs_: acked / pending / working). Committed versions live
+// in slots in shared memory and are never written again while referenced by
+// the published state. The destructor of an owner saves the working files
+// into a free slot for the next owner (unless Abandon()ed).
+//
+// Thread safety. Lock order: an Impl has one mutex, mu_, held by every public
+// method; nothing else is locked. Methods named *Locked, and the private
+// helpers, expect mu_ held by the caller. Read-only attachers share nothing
+// with the owner process but the mapping and read its state records lock-free
+// (ReadState retries torn reads).
+//
+// Failure. Every method returns a Status naming the store (and path or fd);
+// nothing throws on purpose (std::bad_alloc may escape to the C API's guard).
+// Invariants that cannot break (a free block or slot that must exist) abort.
+// Operations that fail leave the working files as they were, except where a
+// method says otherwise (a short write).
+//
+// Compressed stores: a Node also has one Chunk per chunk_size bytes, and its
+// block list keeps one entry per block_size bytes of the file, so block i
+// still holds bytes [i * bs, (i + 1) * bs) of a raw chunk; a compressed chunk
+// has its LZ4 block in its first ceil(stored / bs) entries and kNoBlock in
+// the rest. Chunk streams are never modified in place: compressing,
+// decompressing (Expand) and copy-on-write give a chunk fresh blocks.
+//
+// The methods are defined by concern:
+//   store.cc          construction, attach, geometry, stats, the Store facade
+//   files.cc          the file table and descriptors
+//   blocks.cc         block allocation and the raw data path (read, write, truncate)
+//   chunks.cc         LZ4 chunks of compressed stores
+//   versions.cc       version slots and state records in shared memory
+//   epochs.cc         commit / acknowledge / rollback / restore, owner and view loading
+//   image.cc          the encoding view (GetImage) and verification of epochs
+//   image_builder.cc  ImageBuilder and the Impl methods it builds a store with
+#ifndef DLCKPT_MEMFS_STORE_IMPL_H_
+#define DLCKPT_MEMFS_STORE_IMPL_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlckpt/base/env.h"
+#include "dlckpt/base/status.h"
+#include "dlckpt/memfs/memfs.h"
+#include "layout.h"
+
+namespace dlckpt::memfs {
+
+class Store::Impl {
+  // ---- types ------------------------------------------------------------------
+
+  static constexpr uint8_t kRefAcked = 1;
+  static constexpr uint8_t kRefPending = 2;
+  static constexpr uint8_t kRefWorking = 4;
+  static constexpr uint8_t kRefFrozen = kRefAcked | kRefPending;
+  static constexpr uint32_t kNoBlock = ~0u;  // an entry past the LZ4 block of a compressed chunk
+
+  // One chunk of a file in a compressed store.
+  struct Chunk {
+    uint32_t stored = 0;      // compressed: bytes of its LZ4 block; raw: 0
+    uint32_t crc = 0;         // CRC32C of its uncompressed bytes, if crc_valid
+    bool compressed = false;
+    bool crc_valid = false;
+    bool decided = false;     // raw: compression judged since its last change
+  };
+
+  struct Node {
+    std::string path;
+    uint32_t mode = 0;
+    uint64_t size = 0;
+    int64_t mtime_ns = 0;
+    uint64_t ino = 0;
+    std::vector<uint32_t> blocks;  // ceil(size / block_size) entries (kNoBlock: see above)
+    std::vector<Chunk> chunks;     // compressed stores: ceil(size / chunk_size) entries
+    uint32_t crc = 0;
+    bool crc_valid = false;
+    int open_count = 0;
+    bool linked = true;
+  };
+  using NodePtr = std::shared_ptr<Node>;
+  using FileMap = std::map<std::string, NodePtr, std::less<>>;
+
+  struct Handle {
+    NodePtr node;
+    int flags = 0;
+    uint64_t offset = 0;
+  };
+
+  // A committed (or saved working) version parsed and validated from a slot.
+  struct Version {
+    uint64_t slot = layout::kNoSlot;
+    uint64_t epoch = 0;
+    const layout::ImageHeader* hdr = nullptr;
+    const layout::FileEntry* entries = nullptr;
+    const uint32_t* blocks = nullptr;  // all files' blocks, in entry order
+    uint64_t block_count = 0;
+    // Compressed stores: all files' chunks, in entry order.
+    const layout::ChunkEntry* chunks = nullptr;
+  };
+
+  // What undoes a compressed-store write that must not half-happen (see
+  // WriteCompressedLocked): the state of the chunk holding the old end of file.
+  // Blocks that chunk gives up during the operation are kept (still referenced)
+  // until the operation ends.
+  struct Undo {
+    Node* node = nullptr;
+    uint64_t size = 0;      // the file's size before
+    uint64_t chunk = 0;     // size / chunk_size
+    bool has_chunk = false; // the size is not chunk-aligned: that chunk exists
+    Chunk saved;
+    std::vector<uint32_t> saved_blocks;
+    std::vector<uint32_t> kept;
+  };
+
+  // One stretch of a version's file data as stored: a whole file of an
+  // uncompressed store, or one chunk.
+  struct Piece {
+    uint32_t file;           // entry index
+    uint64_t offset;         // in the file
+    uint64_t len;            // uncompressed bytes
+    uint64_t stored;         // bytes in the image (== len unless compressed)
+    uint32_t crc;            // compressed stores: the chunk entry's CRC
+    const uint32_t* blocks;  // ceil(stored / block_size) blocks
+  };
+
+ public:
+  Impl(Env* env, std::unique_ptr<MappedShm> shm, bool owner);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // ---- construction (store.cc) --------------------------------------------------
+
+  static Result<std::unique_ptr<Impl>> Create(const std::string& name, const StoreOptions& o,
+                                              Env* env);
+  static Result<std::unique_ptr<Impl>> Attach(const std::string& name, AttachMode mode, Env* env,
+                                              uint32_t max_open);
+
+  const std::string& name() const { return shm_->name(); }
+  bool owner() const { return owner_; }
+  StoreStats Stats();
+  EpochState Epochs();
+
+  // ---- file operations (files.cc): Store's methods of the same names ---------------
+
+  Result<int> Open(std::string_view path, int flags, mode_t mode);
+  Status Close(int fd);
+  // `at` null: at the descriptor's offset, which advances.
+  Result<size_t> Read(int fd, void* buf, size_t len, const uint64_t* at);
+  Result<size_t> Write(int fd, const void* buf, size_t len, const uint64_t* at);
+  Result<uint64_t> Seek(int fd, int64_t offset, int whence);
+  Status Ftruncate(int fd, uint64_t size);
+  Status Truncate(std::string_view path, uint64_t size);
+  Result<FileInfo> Fstat(int fd);
+  Result<FileInfo> Stat(std::string_view path);
+  Result<int> OpenFlags(int fd);
+  Status Unlink(std::string_view path);
+  Status Rename(std::string_view from, std::string_view to);
+  Status Mkdir(std::string_view path, mode_t mode);
+  Status Rmdir(std::string_view path);
+  Result<std::vector<FileInfo>> List(std::string_view prefix);
+
+  // ---- epochs (epochs.cc, image.cc): Store's methods of the same names ---------------
+
+  Result<uint64_t> Commit(uint64_t want_epoch);
+  Status Acknowledge(uint64_t epoch);
+  Status AbortPending();
+  Status Rollback();
+  Status Restore(uint64_t epoch);
+  Status View(uint64_t epoch);
+  Status Verify(uint64_t epoch);
+  Result<Image> GetImage(uint64_t epoch);
+
+  // ---- used by ImageBuilder (image_builder.cc); caller holds mu() ------------------
+
+  Status AddEntryLocked(const layout::FileEntry& e);
+  Result<size_t> AppendLocked(const std::string& path, const uint8_t* p, size_t n);
+  Status AppendStoredLocked(const std::string& path, uint64_t ci, uint64_t len,
+                            const layout::ChunkEntry& ce, uint64_t at, const uint8_t* p, size_t n);
+  Status PublishImageLocked(const uint8_t* meta, uint64_t epoch);
+  Status VerifyAckedLocked();
+  std::mutex& mu() { return mu_; }
+  const layout::Geometry& geometry() const { return geo_; }
+  void Abandon() { abandoned_ = true; }
+
+ private:
+  // ---- geometry and loading (store.cc) ------------------------------------------------
+
+  Status ValidateGeometry();
+  void SetGeometry(const layout::Geometry& g);
+
+  // ---- file table and descriptors (files.cc) -------------------------------------------
+
+  std::string Where(std::string_view path) const;
+  std::string Where(int fd) const;
+  Status CheckPath(std::string_view path) const;
+  Status RequireOwner(const char* what) const;
+  Result<FileMap::iterator> FileToChangeLocked(std::string_view path);
+  NodePtr NewNodeLocked(std::string_view path, uint32_t mode);
+  int FreeHandleLocked();
+  Result<Handle*> GetHandle(int fd);
+  FileInfo InfoLocked(const Node& n) const;
+  bool HasChildrenLocked(std::string_view dir) const;
+  void DropLinkLocked(FileMap::iterator it);
+  void ReleaseNodeLocked(Node& node);
+
+  // ---- blocks and the raw data path (blocks.cc) -----------------------------------------
+
+  uint8_t* BlockPtr(uint32_t b) const { return data_ + uint64_t{b} * geo_.block_size; }
+  void DropRefLocked(uint32_t b, uint8_t ref);
+  void ReleaseBlockLocked(uint32_t b);
+  uint32_t AllocBlockLocked();
+  Result<size_t> ReadAtLocked(const Node& node, uint8_t* out, size_t len, uint64_t off);
+  uint64_t MaxFileSize() const;
+  Result<size_t> WriteAtLocked(Node& node, const uint8_t* src, size_t len, uint64_t off);
+  Status FullLocked(const Node& node) const;
+  uint64_t WriteRangeLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t from,
+                            uint64_t to, uint64_t need);
+  Status TruncateLocked(Node& node, uint64_t size);
+  Status TooBigLocked(const Node& node, uint64_t size) const;
+  Status ShrinkLocked(Node& node, uint64_t size);
+  Result<uint32_t> NodeCrcLocked(Node& node);
+
+  // ---- compression (chunks.cc) ------------------------------------------------------------
+  //
+  // Chunk ci of a node covers bytes [ci * chunk_size, ...) and block entries
+  // [ci * cpb_, ...). Its blocks are given up through DropWorkingRefLocked, so
+  // that an Undo in progress can keep them.
+
+  uint64_t ChunkLen(const Node& node, uint64_t ci) const {
+    return std::min<uint64_t>(geo_.chunk_size, node.size - ci * geo_.chunk_size);
+  }
+  uint64_t ChunkEntries(const Node& node, uint64_t ci) const {
+    return std::min<uint64_t>(cpb_, node.blocks.size() - ci * cpb_);
+  }
+  bool UndoKeepsLocked(const Node& node, uint64_t bi) const;
+  void DropWorkingRefLocked(const Node& node, uint64_t bi, uint32_t b);
+  uint64_t ReclaimableLocked(const Node& node, uint64_t ci) const;
+  void DropChunkLocked(Node& node, uint64_t ci);
+  void FillFreshLocked(Node& node, uint64_t first, const uint8_t* p, uint64_t n);
+  const uint8_t* ContiguousLocked(const uint32_t* blocks, uint64_t n,
+                                  std::vector<uint8_t>* buf) const;
+  Status DecompressLocked(const uint32_t* blocks, uint64_t stored, uint8_t* out, uint64_t len,
+                          const std::string& what);
+  Result<const uint8_t*> DecompressedLocked(const Node& node, uint64_t ci);
+  uint32_t CompressLocked(const uint8_t* in, uint64_t len);
+  void TryCompressLocked(Node& node, uint64_t ci);
+  bool StoreWholeChunkLocked(Node& node, uint64_t ci, const uint8_t* data);
+  Status ExpandLocked(Node& node, uint64_t ci);
+  Result<size_t> WriteCompressedLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t end,
+                                       uint64_t need);
+  Result<uint64_t> WriteChunksLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t end);
+  void RollBackLocked(Node& node, const Undo& u);
+
+  // ---- slots and state (versions.cc) ------------------------------------------------------
+
+  uint8_t* SlotPtr(uint64_t slot) const {
+    return base_ + geo_.slot_offset + slot * geo_.slot_size;
+  }
+  uint64_t FreeSlotLocked() const;
+  void WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* meta);
+  void PublishStateLocked(layout::StateRecord s);
+  Result<layout::StateRecord> ReadState() const;
+  Result<Version> ParseSlotLocked(uint64_t slot, uint64_t epoch) const;
+  Result<Version> CommittedVersionLocked(uint64_t epoch) const;
+  // The chunk of `len` bytes a chunk entry describes.
+  static Chunk ChunkFrom(const layout::ChunkEntry& ce, uint64_t len);
+  FileMap NodesFrom(const Version& v);
+  uint64_t PublishedBlocksLocked() const;
+
+  // ---- epochs (epochs.cc) -----------------------------------------------------------------
+
+  void FreezeWorkingLocked(uint64_t slot, uint64_t epoch, const uint8_t* meta, uint8_t ref);
+  Status LoadAsOwner();
+  Status LoadView(uint64_t epoch);
+  Status AcknowledgeLocked(uint64_t epoch);
+  void AbortPendingLocked();
+  Status ResetWorkingToAckedLocked();
+  void SaveWorkingLocked();
+
+  // ---- images (image.cc) ------------------------------------------------------------------
+
+  template <class Fn>
+  Status ForEachPiece(const Version& v, Fn&& fn) const;
+  Status VerifyVersionLocked(const Version& v);
+
+  // ---- state --------------------------------------------------------------------------------
+
+  Env* env_;
+  std::unique_ptr<MappedShm> shm_;
+  bool owner_;
+  bool abandoned_ = false;  // owner that must not save working files on detach
+  uint8_t* base_;
+  uint8_t* data_ = nullptr;
+  layout::Geometry geo_{};
+  uint32_t max_open_ = 1024;
+
+  mutable std::mutex mu_;
+  layout::StateRecord state_{};  // owner: as published; read-only: as last read
+  FileMap files_;
+  std::vector<Handle> handles_;
+  std::vector<uint8_t> refs_;
+  std::vector<uint32_t> acked_blocks_, pending_blocks_;
+  uint64_t free_blocks_ = 0;
+  uint64_t cursor_ = 0;
+  uint64_t next_ino_ = 1;
+  uint64_t view_epoch_ = 0;
+
+  // Compression (see the top of this file); buffers are allocated on first use.
+  bool compressed_ = false;
+  uint64_t cpb_ = 0;             // blocks per chunk
+  Undo* undo_ = nullptr;         // the write being journaled, if any
+  std::vector<uint8_t> gather_;  // a chunk or LZ4 block gathered from scattered blocks
+  std::vector<uint8_t> cbuf_;    // compressor output
+  std::vector<uint8_t> zeros_;   // a chunk of zeros
+  std::vector<uint8_t> cache_;   // the last decompressed chunk
+  uint32_t cache_block_ = kNoBlock;
+  uint64_t cache_stored_ = 0, cache_len_ = 0;
+};
+
+}  // namespace dlckpt::memfs
+
+#endif  // DLCKPT_MEMFS_STORE_IMPL_H_

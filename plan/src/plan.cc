@@ -1,0 +1,654 @@
+// MakePlan, the bench CSV reader and the table / JSON output of dlckpt/plan/plan.h.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include "dlckpt/base/env.h"
+#include "dlckpt/plan/plan.h"
+
+namespace dlckpt::plan {
+namespace {
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) return std::string();
+  return std::string(buf, std::min(static_cast<size_t>(n), sizeof buf - 1));
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (;;) {
+    const size_t pos = s.find(sep);
+    out.push_back(Trim(s.substr(0, pos)));
+    if (pos == std::string_view::npos) return out;
+    s.remove_prefix(pos + 1);
+  }
+}
+
+bool ParseDouble(std::string_view s, double* v) {
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, *v);
+  return ec == std::errc() && ptr == end && std::isfinite(*v);
+}
+
+bool ParseInt(std::string_view s, int64_t* v) {
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, *v);
+  return ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ bench CSV --
+
+Result<std::map<int64_t, Times>> ParseBenchCsv(std::string_view text, std::string_view name) {
+  const std::string where(name);
+  int column_r = -1, column_c = -1, column_rs = -1;
+  size_t ncolumns = 0;
+  bool have_header = false;
+  std::map<int64_t, std::pair<Times, int>> sums;
+  int line_no = 0;
+  for (std::string_view line : Split(text, '\n')) {
+    ++line_no;
+    if (line.empty() || line.front() == '#') continue;
+    const std::vector<std::string_view> fields = Split(line, ',');
+    const std::string at = where + ":" + std::to_string(line_no) + ": ";
+    if (!have_header) {
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (fields[i] == "spares_per_group") column_r = static_cast<int>(i);
+        if (fields[i] == "ckpt_seconds") column_c = static_cast<int>(i);
+        if (fields[i] == "restart_seconds") column_rs = static_cast<int>(i);
+      }
+      if (column_r < 0 || column_c < 0 || column_rs < 0) {
+        return Status::InvalidArgument(
+            at + "header must name the columns spares_per_group, ckpt_seconds, restart_seconds");
+      }
+      ncolumns = fields.size();
+      have_header = true;
+      continue;
+    }
+    if (fields.size() != ncolumns) {
+      return Status::InvalidArgument(at + "expected " + std::to_string(ncolumns) + " fields, found " +
+                                     std::to_string(fields.size()));
+    }
+    int64_t r;
+    Times t;
+    if (!ParseInt(fields[column_r], &r) || r < 1) {
+      return Status::InvalidArgument(at + "spares_per_group '" + std::string(fields[column_r]) +
+                                     "' is not a positive integer");
+    }
+    if (!ParseDouble(fields[column_c], &t.ckpt_seconds) || t.ckpt_seconds < 0) {
+      return Status::InvalidArgument(at + "ckpt_seconds '" + std::string(fields[column_c]) +
+                                     "' is not a non-negative number");
+    }
+    if (!ParseDouble(fields[column_rs], &t.restart_seconds) || t.restart_seconds < 0) {
+      return Status::InvalidArgument(at + "restart_seconds '" + std::string(fields[column_rs]) +
+                                     "' is not a non-negative number");
+    }
+    auto& [sum, n] = sums[r];
+    sum.ckpt_seconds += t.ckpt_seconds;
+    sum.restart_seconds += t.restart_seconds;
+    ++n;
+  }
+  if (!have_header) return Status::InvalidArgument(where + ": no header line (empty file?)");
+  if (sums.empty()) return Status::InvalidArgument(where + ": no data rows after the header");
+  std::map<int64_t, Times> out;
+  for (const auto& [r, sn] : sums) {
+    out[r] = {sn.first.ckpt_seconds / sn.second, sn.first.restart_seconds / sn.second};
+  }
+  return out;
+}
+
+Result<std::map<int64_t, Times>> ReadBenchCsv(const std::string& path) {
+  Result<std::string> text = Env::Default()->ReadFile(path);
+  if (!text.ok()) return text.status().Prefixed("bench file");
+  return ParseBenchCsv(*text, path);
+}
+
+// ------------------------------------------------------------- MakePlan --
+
+namespace {
+
+Status Validate(const PlanRequest& r) {
+  auto bad = [](const std::string& m) { return Status::InvalidArgument(m); };
+  if (r.compute_nodes < 1) return bad("--nodes must be at least 1, got " + std::to_string(r.compute_nodes));
+  if (r.compute_nodes > kMaxComputeNodes) {
+    return bad("--nodes must be at most " + std::to_string(kMaxComputeNodes) + ", got " +
+               std::to_string(r.compute_nodes));
+  }
+  if (r.spare_nodes < 1) return bad("--spares must be at least 1, got " + std::to_string(r.spare_nodes));
+  if (r.spare_nodes > r.compute_nodes) {
+    return bad("--spares (" + std::to_string(r.spare_nodes) + ") exceeds --nodes (" +
+               std::to_string(r.compute_nodes) + ")");
+  }
+  if (r.spare_nodes > kMaxSpares) {
+    return bad("--spares must be at most " + std::to_string(kMaxSpares) + " (the model's cost grows as spares squared), got " +
+               std::to_string(r.spare_nodes));
+  }
+  if (!(r.mttf_hours > 0) || !(r.mttf_hours <= kMaxHours)) {
+    return bad(Format("--mttf-hours must be a positive number up to %g, got %g", kMaxHours, r.mttf_hours));
+  }
+  if (r.phases < 1 || r.phases > kMaxPhases) {
+    return bad("--phases must be in 1.." + std::to_string(kMaxPhases) + ", got " + std::to_string(r.phases));
+  }
+  if (r.interval_hours && (!(*r.interval_hours > 0) || !(*r.interval_hours <= kMaxHours))) {
+    return bad(Format("--interval must be a positive number of hours up to %g, or 'auto', got %g", kMaxHours,
+                      *r.interval_hours));
+  }
+  if (!(r.target > 0 && r.target < 1)) return bad(Format("--target must be in (0, 1), got %g", r.target));
+  if (r.sim_runs < 0 || r.sim_runs > kMaxSimRuns) {
+    return bad("--runs must be in 0.." + std::to_string(kMaxSimRuns) + ", got " + std::to_string(r.sim_runs));
+  }
+  if (r.max_rs_group_nodes < 2) {
+    return bad("--max-group-nodes must be at least 2, got " + std::to_string(r.max_rs_group_nodes));
+  }
+  for (int64_t s : r.spares_per_group) {
+    if (s < 1) return bad("--spares-per-group values must be at least 1, got " + std::to_string(s));
+  }
+  auto check_times = [&](const Times& t, const std::string& what) -> Status {
+    if (!(t.ckpt_seconds >= 0) || !(t.ckpt_seconds <= kMaxHours)) {
+      return bad(Format("checkpoint time %s must be a non-negative number of seconds, got %g", what.c_str(),
+                        t.ckpt_seconds));
+    }
+    if (!(t.restart_seconds >= 0) || !(t.restart_seconds <= kMaxHours)) {
+      return bad(Format("restart time %s must be a non-negative number of seconds, got %g", what.c_str(),
+                        t.restart_seconds));
+    }
+    return Status::OK();
+  };
+  switch (r.times.source) {
+    case TimesSpec::Source::kPerSparesPerGroup:
+      if (r.times.per_spares_per_group.empty()) return bad("no checkpoint and restart times given");
+      for (const auto& [s, t] : r.times.per_spares_per_group) {
+        if (s < 1) return bad("times given for " + std::to_string(s) + " spares per group");
+        DLCKPT_RETURN_IF_ERROR(check_times(t, "for " + std::to_string(s) + " spares per group"));
+      }
+      break;
+    case TimesSpec::Source::kSameForAll:
+      DLCKPT_RETURN_IF_ERROR(check_times(r.times.same, ""));
+      break;
+    case TimesSpec::Source::kChapter7: {
+      const Chapter7Params& p = r.times.chapter7;
+      const double positive[] = {p.ckpt_mb, p.memcpy_mbps, p.rs_mbps};
+      const double non_negative[] = {p.group_sd_seconds, p.comm_seconds,   p.detect_seconds,
+                                     p.recover_seconds,  p.launch_seconds, p.bootstrap_seconds};
+      for (double v : positive) {
+        if (!(v > 0) || !(v <= kMaxHours)) {
+          return bad(Format("chapter 7 model: sizes and rates must be in (0, %g], got %g", kMaxHours, v));
+        }
+      }
+      for (double v : non_negative) {
+        if (!(v >= 0) || !(v <= kMaxHours)) {
+          return bad(Format("chapter 7 model: times must be in [0, %g] seconds, got %g", kMaxHours, v));
+        }
+      }
+      if (!(std::fabs(p.reduce_a) <= kMaxHours) || !(std::fabs(p.reduce_b) <= kMaxHours)) {
+        return bad(Format("chapter 7 model: reduction coefficients must be within +-%g", kMaxHours));
+      }
+      break;
+    }
+  }
+  return Status::OK();
+}
+
+std::string FormatProbability(double p) {
+  if (p == 0) return "0";
+  if (p >= 1e-3) return Format("%.4f", p);
+  return Format("%.2e", p);
+}
+
+std::string FormatPhases(int64_t n) {
+  return n >= kMaxPhases ? std::string(">=2^30") : std::to_string(n);
+}
+
+std::string FormatPercent(const std::optional<double>& v) {
+  return v ? Format("%.2f%%", *v * 100) : std::string("-");
+}
+
+// Chooses the recommended candidate and explains why.
+void Recommend(Plan& plan) {
+  const PlanRequest& req = plan.request;
+  std::optional<size_t> best;
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    const ModelPoint& m = plan.candidates[i].model;
+    if (m.p_success < req.target || !m.overhead) continue;
+    if (!best || *m.overhead < *plan.candidates[*best].model.overhead) best = i;
+  }
+  std::string why;
+  const long long phases = static_cast<long long>(req.phases);
+  if (best) {
+    why = Format("the lowest expected overhead (%s) of the groupings that finish %lld phases with "
+                 "probability >= %g",
+                 FormatPercent(plan.candidates[*best].model.overhead).c_str(), phases, req.target);
+  } else {
+    best = 0;
+    for (size_t i = 1; i < plan.candidates.size(); ++i) {
+      const Candidate& a = plan.candidates[i];
+      const Candidate& b = plan.candidates[*best];
+      if (a.model.p_success > b.model.p_success ||
+          (a.model.p_success == b.model.p_success &&
+           a.model_phases_at_target > b.model_phases_at_target)) {
+        best = i;
+      }
+    }
+    const Candidate& b = plan.candidates[*best];
+    if (b.model.p_success > 0) {
+      why = Format("the highest probability (%s) of finishing %lld phases; none reaches %g",
+                   FormatProbability(b.model.p_success).c_str(), phases, req.target);
+    } else if (b.model_phases_at_target > 0) {
+      why = Format("no grouping finishes %lld phases with a probability above 1e-300; this one "
+                   "finishes the most phases (%lld) with probability >= %g",
+                   phases, static_cast<long long>(b.model_phases_at_target), req.target);
+    } else {
+      why = Format("no grouping finishes %lld phases, or even one, with a useful probability; "
+                   "add spares, use more reliable nodes or checkpoint more often",
+                   phases);
+    }
+  }
+  plan.recommended = *best;
+  const Candidate& c = plan.candidates[*best];
+  plan.recommendation = SparesPerGroupText(c.layout.spares_per_group) + " (" +
+                        c.layout.Describe() + " nodes), checkpoint every " +
+                        Format("%.3g h: ", c.interval_hours) + why;
+}
+
+}  // namespace
+
+Result<Plan> MakePlan(const PlanRequest& request) {
+  DLCKPT_RETURN_IF_ERROR(Validate(request));
+  Plan plan;
+  plan.request = request;
+  const int64_t n = request.compute_nodes, m = request.spare_nodes;
+  const double nodes = static_cast<double>(n + m);
+  plan.system_mtbf_hours = request.mttf_hours / nodes;
+
+  // Which spares-per-group values to evaluate.
+  const bool explicit_list = !request.spares_per_group.empty();
+  std::set<int64_t> values;
+  if (explicit_list) {
+    values.insert(request.spares_per_group.begin(), request.spares_per_group.end());
+  } else if (request.times.source == TimesSpec::Source::kPerSparesPerGroup) {
+    for (const auto& [r, t] : request.times.per_spares_per_group) values.insert(r);
+  } else {
+    for (int64_t r = 1; r <= std::min(kDefaultMaxSparesPerGroup, m); ++r) values.insert(r);
+  }
+
+  for (int64_t r : values) {
+    const std::string what = SparesPerGroupText(r);
+    Result<Layout> layout = MakeLayout(n, m, r, request.max_rs_group_nodes);
+    if (!layout.ok()) {
+      if (explicit_list) return layout.take_status();
+      plan.skipped.push_back({r, layout.status().message()});
+      continue;
+    }
+    Candidate cand;
+    cand.layout = std::move(*layout);
+    switch (request.times.source) {
+      case TimesSpec::Source::kPerSparesPerGroup: {
+        auto it = request.times.per_spares_per_group.find(r);
+        if (it == request.times.per_spares_per_group.end()) {
+          return Status::InvalidArgument("no checkpoint and restart times for " + what + " in the " +
+                                         request.times.origin);
+        }
+        cand.times = it->second;
+        break;
+      }
+      case TimesSpec::Source::kSameForAll:
+        cand.times = request.times.same;
+        break;
+      case TimesSpec::Source::kChapter7:
+        cand.times = Chapter7Times(cand.layout, request.times.chapter7);
+        break;
+    }
+    const double ckpt_h = cand.times.ckpt_seconds / 3600;
+    const double restart_h = cand.times.restart_seconds / 3600;
+    cand.young_hours = YoungIntervalHours(plan.system_mtbf_hours, ckpt_h);
+    cand.daly_hours = DalyIntervalHours(plan.system_mtbf_hours, ckpt_h);
+    cand.interval_hours = request.interval_hours ? *request.interval_hours : cand.daly_hours;
+    if (!(cand.interval_hours > 0)) {
+      return Status::InvalidArgument("Daly's interval for " + what +
+                                     " is 0 because its checkpoint time is 0; give --interval HOURS");
+    }
+
+    PhaseParams params;
+    params.system_failure_rate = nodes / request.mttf_hours;
+    params.interval_hours = cand.interval_hours;
+    params.ckpt_hours = ckpt_h;
+    params.restart_hours = restart_h;
+    AnalyticModel model(params, SurvivalProbabilities(cand.layout.kinds, m));
+    cand.model = model.At(request.phases);
+    cand.model_phases_at_target = model.PhasesAtProbability(request.target);
+    if (cand.model_phases_at_target > 0) cand.model_at_target = model.At(cand.model_phases_at_target);
+
+    if (request.sim_runs > 0) {
+      SimParams sp;
+      sp.node_failure_rate = 1 / request.mttf_hours;
+      sp.interval_hours = cand.interval_hours;
+      sp.ckpt_hours = ckpt_h;
+      sp.restart_hours = restart_h;
+      SimOptions so;
+      so.runs = request.sim_runs;
+      so.seed = request.seed;
+      so.target = request.target;
+      so.marks.push_back(request.phases);
+      if (cand.model_phases_at_target > 0) so.marks.push_back(cand.model_phases_at_target);
+      cand.sim = Simulate(cand.layout, sp, so);
+    }
+    plan.candidates.push_back(std::move(cand));
+  }
+  if (plan.candidates.empty()) {
+    std::string why;
+    for (const Skipped& s : plan.skipped) why += "; " + s.reason;
+    return Status::InvalidArgument("no feasible number of spares per group" + why);
+  }
+  Recommend(plan);
+  return plan;
+}
+
+// --------------------------------------------------------------- output --
+
+namespace {
+
+// A small pretty-printing JSON writer; numbers must be finite (others are
+// written as null).
+class JsonWriter {
+ public:
+  void BeginObject() { Open('{'); }
+  void EndObject() { Close('}'); }
+  void BeginArray() { Open('['); }
+  void EndArray() { Close(']'); }
+  void Key(std::string_view k) {
+    Separate();
+    AppendString(k);
+    out_ += ": ";
+    after_key_ = true;
+  }
+  void String(std::string_view s) {
+    Separate();
+    AppendString(s);
+  }
+  void Number(double v) {
+    Separate();
+    out_ += std::isfinite(v) ? Format("%.10g", v) : std::string("null");
+  }
+  void Int(int64_t v) {
+    Separate();
+    out_ += std::to_string(v);
+  }
+  void Null() {
+    Separate();
+    out_ += "null";
+  }
+  void Bool(bool b) {
+    Separate();
+    out_ += b ? "true" : "false";
+  }
+  void Optional(const std::optional<double>& v) { v ? Number(*v) : Null(); }
+
+  // Members of the enclosing object: the key, then the value (Field: written
+  // by the function above that fits its type).
+  void BeginObject(std::string_view k) {
+    Key(k);
+    BeginObject();
+  }
+  void BeginArray(std::string_view k) {
+    Key(k);
+    BeginArray();
+  }
+  template <typename T>
+  void Field(std::string_view k, const T& v) {
+    Key(k);
+    if constexpr (std::is_same_v<T, bool>) {
+      Bool(v);
+    } else if constexpr (std::is_integral_v<T>) {
+      Int(v);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      Number(v);
+    } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+      Optional(v);
+    } else {
+      String(v);
+    }
+  }
+  // An object of the members key, value, key, value, ... in that order.
+  template <typename... KeysAndValues>
+  void Object(const KeysAndValues&... kv) {
+    BeginObject();
+    Fields(kv...);
+    EndObject();
+  }
+
+  std::string Take() { return std::move(out_) + "\n"; }
+
+ private:
+  void Fields() {}
+  template <typename T, typename... Rest>
+  void Fields(std::string_view k, const T& v, const Rest&... rest) {
+    Field(k, v);
+    Fields(rest...);
+  }
+  void Open(char c) {
+    Separate();
+    out_ += c;
+    first_.push_back(true);
+  }
+  void Close(char c) {
+    const bool empty = first_.back();
+    first_.pop_back();
+    if (!empty) Newline();
+    out_ += c;
+  }
+  void Separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (first_.empty()) return;
+    if (!first_.back()) out_ += ',';
+    first_.back() = false;
+    Newline();
+  }
+  void Newline() {
+    out_ += '\n';
+    out_.append(2 * first_.size(), ' ');
+  }
+  void AppendString(std::string_view s) {
+    out_ += '"';
+    for (unsigned char ch : s) {
+      switch (ch) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\t': out_ += "\\t"; break;
+        default:
+          if (ch < 0x20) {
+            out_ += Format("\\u%04x", ch);
+          } else {
+            out_ += static_cast<char>(ch);
+          }
+      }
+    }
+    out_ += '"';
+  }
+
+  std::string out_;
+  std::vector<bool> first_;
+  bool after_key_ = false;
+};
+
+void WritePoint(JsonWriter& j, const ModelPoint& p) {
+  j.Object("phases", p.phases, "p_success", p.p_success, "expected_hours", p.hours, "overhead",
+           p.overhead);
+}
+
+const char* SourceName(TimesSpec::Source s) {
+  switch (s) {
+    case TimesSpec::Source::kPerSparesPerGroup: return "per_spares_per_group";
+    case TimesSpec::Source::kSameForAll: return "same_for_all";
+    case TimesSpec::Source::kChapter7: return "chapter7_model";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string FormatJson(const Plan& plan) {
+  const PlanRequest& req = plan.request;
+  JsonWriter j;
+  j.BeginObject();
+  j.BeginObject("inputs");
+  j.Field("compute_nodes", req.compute_nodes);
+  j.Field("spare_nodes", req.spare_nodes);
+  j.Field("mttf_hours", req.mttf_hours);
+  j.Field("phases", req.phases);
+  j.Key("interval_hours");
+  if (req.interval_hours) {
+    j.Number(*req.interval_hours);
+  } else {
+    j.String("auto");
+  }
+  j.Field("target", req.target);
+  j.Field("times_source", SourceName(req.times.source));
+  j.Field("times_origin", req.times.origin);
+  j.Field("max_group_nodes", req.max_rs_group_nodes);
+  j.Field("sim_runs", req.sim_runs);
+  j.Field("seed", std::to_string(req.seed));  // a string: JSON numbers lose precision past 2^53
+  j.EndObject();
+  j.Field("system_mtbf_hours", plan.system_mtbf_hours);
+  j.BeginArray("candidates");
+  for (const Candidate& c : plan.candidates) {
+    j.BeginObject();
+    j.Field("spares_per_group", c.layout.spares_per_group);
+    j.Field("groups", c.layout.groups());
+    j.BeginArray("group_kinds");
+    for (const GroupKind& k : c.layout.kinds) {
+      j.Object("count", k.count, "compute", k.compute, "spares", k.spares);
+    }
+    j.EndArray();
+    j.Field("ckpt_seconds", c.times.ckpt_seconds);
+    j.Field("restart_seconds", c.times.restart_seconds);
+    j.Field("interval_hours", c.interval_hours);
+    j.Field("young_hours", c.young_hours);
+    j.Field("daly_hours", c.daly_hours);
+    j.BeginObject("model");
+    j.Key("at_phases");
+    WritePoint(j, c.model);
+    j.Field("phases_at_target", c.model_phases_at_target);
+    j.Field("phases_at_target_is_cap", c.model_phases_at_target >= kMaxPhases);
+    j.Key("at_target");
+    if (c.model_phases_at_target > 0) {
+      WritePoint(j, c.model_at_target);
+    } else {
+      j.Null();
+    }
+    j.EndObject();
+    j.Key("simulation");
+    if (c.sim) {
+      j.BeginObject();
+      j.Field("runs", c.sim->runs);
+      j.Field("phases_at_target", c.sim->phases_at_target);
+      j.Field("phases_at_target_is_cap", c.sim->phases_at_target >= kMaxPhases);
+      j.BeginArray("marks");
+      for (const SimMark& mk : c.sim->marks) {
+        j.Object("phases", mk.phases, "finished_runs", mk.finished_runs, "p_finish", mk.p_finish,
+                 "overhead", mk.overhead);
+      }
+      j.EndArray();
+      j.EndObject();
+    } else {
+      j.Null();
+    }
+    j.EndObject();
+  }
+  j.EndArray();
+  j.BeginArray("skipped");
+  for (const Skipped& s : plan.skipped) {
+    j.Object("spares_per_group", s.spares_per_group, "reason", s.reason);
+  }
+  j.EndArray();
+  const Candidate& best = plan.candidates[plan.recommended];
+  j.Key("recommendation");
+  j.Object("spares_per_group", best.layout.spares_per_group, "interval_hours", best.interval_hours,
+           "reason", plan.recommendation);
+  j.EndObject();
+  return j.Take();
+}
+
+std::string FormatTable(const Plan& plan) {
+  const PlanRequest& req = plan.request;
+  std::string s;
+  s += Format("dlckpt-plan: %lld compute + %lld spare nodes, node MTTF %g h (system MTBF %.4g h), %lld phases\n",
+              static_cast<long long>(req.compute_nodes), static_cast<long long>(req.spare_nodes),
+              req.mttf_hours, plan.system_mtbf_hours, static_cast<long long>(req.phases));
+  s += "checkpoint/restart times: " + req.times.origin + "; interval: " +
+       (req.interval_hours ? Format("%g h for every grouping", *req.interval_hours)
+                           : std::string("Daly's interval of each grouping")) +
+       "\n\n";
+  s += "spares  groups x nodes        ckpt s  restart s  interval h  Young h   Daly h\n";
+  for (const Candidate& c : plan.candidates) {
+    s += Format("%6lld  %-20s %7.2f  %9.2f  %10.4g  %7.4g  %7.4g\n",
+                static_cast<long long>(c.layout.spares_per_group), c.layout.Describe().c_str(),
+                c.times.ckpt_seconds, c.times.restart_seconds, c.interval_hours, c.young_hours,
+                c.daly_hours);
+  }
+  const std::string pcol = Format("P(%lld)", static_cast<long long>(req.phases));
+  const std::string tcol = Format("ph@%g", req.target);
+  s += "\n        model (constant failure rate)";
+  if (req.sim_runs > 0) {
+    s += Format("                 simulation (%lld runs, seed %llu)", static_cast<long long>(req.sim_runs),
+                static_cast<unsigned long long>(req.seed));
+  }
+  s += Format("\nspares  %-10s %9s %9s %10s", pcol.c_str(), "overhead", tcol.c_str(), "ovh@ph");
+  if (req.sim_runs > 0) {
+    s += Format("    %-10s %9s %9s %10s", pcol.c_str(), "overhead", tcol.c_str(), "ovh@ph");
+  }
+  s += "\n";
+  for (const Candidate& c : plan.candidates) {
+    s += Format("%6lld  %-10s %9s %9s %10s", static_cast<long long>(c.layout.spares_per_group),
+                FormatProbability(c.model.p_success).c_str(), FormatPercent(c.model.overhead).c_str(),
+                FormatPhases(c.model_phases_at_target).c_str(),
+                FormatPercent(c.model_phases_at_target > 0 ? c.model_at_target.overhead : std::nullopt)
+                    .c_str());
+    if (c.sim) {
+      const SimMark& at_p = c.sim->marks[0];
+      std::optional<double> at_t;
+      if (c.sim->marks.size() > 1) at_t = c.sim->marks[1].overhead;
+      s += Format("    %-10s %9s %9s %10s", FormatProbability(at_p.p_finish).c_str(),
+                  FormatPercent(at_p.overhead).c_str(), FormatPhases(c.sim->phases_at_target).c_str(),
+                  FormatPercent(at_t).c_str());
+    }
+    s += "\n";
+  }
+  s += Format("(%s: P(finishing %lld phases without a catastrophe); overhead: (time - phases x interval)\n"
+              " / (phases x interval) given success; %s: most phases finished with probability >= %g\n"
+              " (\">=2^30\": at least the cap); ovh@ph: overhead of that many phases (the model's count,\n"
+              " also for the simulation))\n",
+              pcol.c_str(), static_cast<long long>(req.phases), tcol.c_str(), req.target);
+  for (const Skipped& k : plan.skipped) {
+    s += "skipped: " + k.reason + "\n";
+  }
+  s += "\nrecommendation: " + plan.recommendation + "\n";
+  return s;
+}
+
+}  // namespace dlckpt::plan

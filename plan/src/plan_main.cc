@@ -1,0 +1,12 @@
+// dlckpt-plan: chooses spares per group and the checkpoint interval. All the
+// work is in dlckpt/plan/plan.h; see UsageText() or `dlckpt-plan --help`.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "dlckpt/plan/plan.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return dlckpt::plan::RunPlanTool(args, std::cout, std::cerr);
+}

@@ -87,9 +87,6 @@ Result<uint64_t> CheckpointRound::Run() {
   // 0. Every store's epochs, and the plan all derive from them alike.
   Result<RoundEpochs> mine = store_->Prepare();
   DLCKPT_RETURN_IF_ERROR(c_->Agree(mine.status(), "checkpoint"));
-  auto have = c_->Max(encoder_ != nullptr ? 1 : 0);
-  DLCKPT_RETURN_IF_ERROR(have.status());
-  protected_ = *have != 0;
   std::string blob(reinterpret_cast<const char*>(&*mine), sizeof(RoundEpochs));
   DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> blobs, c_->Allgather(blob));
   DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> names, c_->Allgather(name_));

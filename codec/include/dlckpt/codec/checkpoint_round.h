@@ -110,8 +110,6 @@ class CheckpointRound final {
 
   // Runs one round (see the file comment); returns the acknowledged epoch.
   Result<uint64_t> Run();
-  // Whether participant 0 had an encoder in the last Run (the others learn it).
-  bool protected_by_parity() const { return protected_; }
 
  private:
   // The encode outcome of participant 0, agreed: OK, or the error, with
@@ -123,7 +121,6 @@ class CheckpointRound final {
   RoundEncoder* encoder_;
   std::string name_;
   RoundOptions o_;
-  bool protected_ = false;
 };
 
 }  // namespace dlckpt::codec

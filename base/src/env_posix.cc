@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "dlckpt/base/env.h"
+#include "dlckpt/base/names.h"
 
 namespace dlckpt {
 
@@ -39,6 +41,51 @@ Status CheckShmName(const std::string& name) {
       name.size() > 250) {
     return Status::InvalidArgument("invalid shared memory name '" + name +
                                    "' (want /NAME, no other '/', at most 250 characters)");
+  }
+  return Status::OK();
+}
+
+// Where glibc's shm_open puts `name` (the form ListShm reads too).
+std::string ShmPath(const std::string& name) { return "/dev/shm" + name; }
+
+const char* FileType(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "of unknown type";
+}
+
+std::string OctalMode(mode_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
+}
+
+// Refuses an object that this process's uid did not create through
+// CreateShm: another uid's (it could change the bytes under us, or have
+// planted them), not a regular file, or a mode other than 0600.
+Status CheckShmOwnership(const std::string& name, const struct stat& st) {
+  bool ours = name.compare(0, kNameRoot.size(), kNameRoot) == 0;
+  std::string what = ParseStoreName(name).ok()                          ? "store "
+                     : ours && name.find(".parity") != std::string::npos ? "parity object "
+                                                                         : "shared memory object ";
+  what += ShmPath(name);
+  std::string refuse = ours ? "; refusing to attach: remove it or choose another --job"
+                            : "; refusing to attach: remove it";
+  uid_t me = geteuid();
+  if (st.st_uid != me) {
+    return Status::Error(EPERM, what + " is owned by uid " + std::to_string(st.st_uid) +
+                                    ", not by uid " + std::to_string(me) + " (this process)" + refuse);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Status::Error(EPERM, what + " is " + FileType(st.st_mode) + ", not a regular file" + refuse);
+  }
+  if ((st.st_mode & 07777) != 0600) {
+    return Status::Error(EACCES, what + " has mode " + OctalMode(st.st_mode) + ", expected 0600" + refuse);
   }
   return Status::OK();
 }
@@ -79,13 +126,27 @@ Result<std::unique_ptr<MappedShm>> Env::CreateShm(const std::string& name, size_
 Result<std::unique_ptr<MappedShm>> Env::OpenShm(const std::string& name, bool writable,
                                                 bool populate) {
   DLCKPT_RETURN_IF_ERROR(CheckShmName(name));
-  int fd = shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno(errno, "shm_open " + name);
+  // O_NONBLOCK: a FIFO planted under the name must not block the open
+  // (glibc's shm_open adds O_NOFOLLOW: a planted symlink fails with ELOOP).
+  int fd = shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_CLOEXEC, 0);
+  if (fd < 0) {
+    int err = errno;
+    struct stat st;
+    if (err != ENOENT && lstat(ShmPath(name).c_str(), &st) == 0) {
+      // Say why, if the object is not ours (EACCES: another uid's 0600 store).
+      DLCKPT_RETURN_IF_ERROR(CheckShmOwnership(name, st));
+    }
+    return Status::FromErrno(err, "shm_open " + name);
+  }
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int err = errno;
     close(fd);
     return Status::FromErrno(err, "fstat " + name);
+  }
+  if (Status mine = CheckShmOwnership(name, st); !mine.ok()) {
+    close(fd);
+    return mine;
   }
   size_t size = static_cast<size_t>(st.st_size);
   if (size == 0) {
@@ -158,21 +219,48 @@ Status Env::WriteFileAtomic(const std::string& path, std::string_view contents, 
   return Status::OK();
 }
 
-Result<std::string> Env::ReadFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Result<std::string> Env::ReadFile(const std::string& path, size_t max_bytes) {
+  auto refuse = [&](const struct stat& st) -> Status {
+    if (S_ISDIR(st.st_mode)) return Status::FromErrno(EISDIR, "read " + path);
+    if (!S_ISREG(st.st_mode)) {
+      return Status::Error(EINVAL, path + " is " + FileType(st.st_mode) +
+                                       ", not a regular file; refusing to read it");
+    }
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+      return Status::Error(EFBIG, path + " is " + std::to_string(st.st_size) +
+                                      " bytes, more than the " + std::to_string(max_bytes) +
+                                      " bytes expected; refusing to read it");
+    }
+    return Status::OK();
+  };
+  // Look before opening: opening a FIFO waits for a writer, a device may act.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return Status::FromErrno(errno, "open " + path);
+  DLCKPT_RETURN_IF_ERROR(refuse(st));
+  // O_NONBLOCK: the name may have been replaced by a FIFO since.
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return Status::FromErrno(errno, "open " + path);
+  auto fail = [&](Status s) {
+    close(fd);
+    return s;
+  };
+  if (fstat(fd, &st) != 0) return fail(Status::FromErrno(errno, "fstat " + path));
+  if (Status s = refuse(st); !s.ok()) return fail(std::move(s));
   std::string out;
   char buf[65536];
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
+    // Read at most one byte past the limit: a file that grew is refused too.
+    size_t left = max_bytes - out.size();
+    size_t want = left >= sizeof buf ? sizeof buf : left + 1;
+    ssize_t n = read(fd, buf, want);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      return Status::FromErrno(err, "read " + path);
-    }
+    if (n < 0) return fail(Status::FromErrno(errno, "read " + path));
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      return fail(Status::Error(EFBIG, path + " holds more than the " + std::to_string(max_bytes) +
+                                           " bytes expected; refusing to read it"));
+    }
   }
   close(fd);
   return out;

@@ -133,10 +133,19 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   uint64_t need = header + length;
   if (!m.shm || m.shm->size() < need || m.shm->size() > 2 * need + (64u << 20)) {
     m.shm.reset();
-    (void)env_->UnlinkShm(SlotName(target));
+    Status removed = env_->UnlinkShm(SlotName(target));
     // Room to grow a little without recreating the slot every epoch.
     uint64_t room = (length + length / 16 + kPage - 1) / kPage * kPage;
-    DLCKPT_ASSIGN_OR_RETURN(m.shm, env_->CreateShm(SlotName(target), header + std::max(room, kPage), true));
+    auto made = env_->CreateShm(SlotName(target), header + std::max(room, kPage), true);
+    if (!made.ok()) {
+      // An object this uid may not remove holds the name (another user's, in
+      // the sticky /dev/shm): say whose, rather than just EEXIST.
+      Status theirs = made.status().code() == EEXIST && !removed.ok()
+                          ? env_->OpenShm(SlotName(target), false).status()
+                          : Status::OK();
+      return theirs.ok() ? made.status() : theirs;
+    }
+    m.shm = std::move(made).value();
   }
   m.info = want;
   m.header_bytes = header;

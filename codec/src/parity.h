@@ -12,6 +12,11 @@
 // while large enough, and stay mapped between epochs (only this object
 // writes its node's slots, so no page is faulted twice). Not thread-safe; one
 // ParitySlots per codec process.
+//
+// Ownership: a slot is adopted only if this uid created it with mode 0600
+// (Env::OpenShm); another object under a slot's name is reported by Scan,
+// never read by Find, and replaced by Prepare with a fresh object, or, if
+// this uid may not remove it, Prepare fails naming its owner.
 #ifndef DLCKPT_CODEC_PARITY_H_
 #define DLCKPT_CODEC_PARITY_H_
 

@@ -1,5 +1,6 @@
 #include "parity.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -78,6 +79,38 @@ TEST_F(ParityTest, AnInterruptedWriteLeavesAnIncompleteSlot) {
   EXPECT_EQ(complete, 1);
   EXPECT_TRUE(fresh.Find(0, 0, 1, 1).ok());
   EXPECT_EQ(fresh.Find(0, 0, 2, 1).status().code(), ENOENT);
+}
+
+// A parity slot planted by another local user (or left readable by others)
+// is never taken for this node's parity: survey warns naming it, rebuild
+// does not read it, and a new parity goes into a fresh 0600 object.
+TEST_F(ParityTest, APlantedSlotIsNeverAdopted) {
+  {
+    ParitySlots s(job_, "n9");
+    Write(s, 5, 0);  // slot 0: a complete parity of epoch 5, then given away
+  }
+  std::string path = "/dev/shm" + ParitySlots(job_, "n9").SlotName(0);
+  bool root = geteuid() == 0;
+  if (root) {
+    ASSERT_EQ(chown(path.c_str(), 65534, static_cast<gid_t>(-1)), 0);
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0666), 0);
+  ParitySlots fresh(job_, "n9");
+  std::vector<std::string> warn;
+  EXPECT_TRUE(fresh.Scan(&warn).empty());
+  ASSERT_EQ(warn.size(), 1u);
+  std::string why = root ? " is owned by uid 65534, not by uid 0 (this process)"
+                         : " has mode 0666, expected 0600";
+  EXPECT_NE(warn[0].find("parity object " + path + why), std::string::npos) << warn[0];
+  EXPECT_EQ(fresh.Find(0, 0, 5, 1).status().code(), ENOENT);
+  // The next encode replaces the planted object with one of its own.
+  Write(fresh, 6, 5);
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, geteuid());
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_TRUE(fresh.Find(0, 0, 6, 1).ok());
+  EXPECT_EQ(ParitySlots(job_, "n9").Find(0, 0, 5, 1).status().code(), ENOENT);
 }
 
 }  // namespace

@@ -6,13 +6,15 @@
 // valid while the Store object lives and the epoch stays committed. Nothing
 // here writes shared memory.
 //
-// Thread safety: GetImage and Verify take mu_; read-only attachers may call
-// them while the owner runs (the version is parsed and checked first, and a
-// committed version is never rewritten while published).
+// Thread safety: GetImage, Verify, VerifyFile and CheckSlots take mu_;
+// read-only attachers may call them while the owner runs (the version is
+// parsed and checked first, and a committed version is never rewritten while
+// published).
 //
-// Failure: ENOENT for an epoch that is not committed; EBADMSG naming the
-// store, epoch, file (and chunk offset) for a damaged version, a checksum
-// mismatch or an LZ4 block that does not decompress.
+// Failure: ENOENT for an epoch that is not committed (or a file not in the
+// view); EBADMSG naming the store, epoch, file (and chunk offset) for a
+// damaged version, a checksum mismatch or an LZ4 block that does not
+// decompress.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -38,6 +40,76 @@ Status Store::Impl::Verify(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
   return VerifyVersionLocked(v);
+}
+
+Status Store::Impl::CheckSlots() {
+  std::lock_guard<std::mutex> lock(mu_);
+  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
+  if (s.acked_epoch != 0) DLCKPT_RETURN_IF_ERROR(ParseSlotLocked(s.acked_slot, s.acked_epoch).status());
+  if (s.pending_epoch != 0) {
+    DLCKPT_RETURN_IF_ERROR(ParseSlotLocked(s.pending_slot, s.pending_epoch).status());
+  }
+  if (s.working_slot != kNoSlot) {
+    Status w = ParseSlotLocked(s.working_slot, 0).status();
+    if (!w.ok()) return Status::Corruption(w.message() + " (the saved working files)");
+  }
+  return Status::OK();
+}
+
+Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DLCKPT_RETURN_IF_ERROR(CheckPath(path));
+  auto it = files_.find(path);
+  if (it == files_.end()) return Status::NotFound(Where(path) + ": no such file");
+  const Node& node = *it->second;
+  uint64_t epoch = 0;
+  uint32_t want = 0;
+  if (!owner_ && view_epoch_ != 0) {
+    epoch = view_epoch_;
+    want = node.crc;
+  } else {
+    // Working files: the committed version still holding exactly these
+    // blocks (the file is unchanged since that commit) vouches for them.
+    StateRecord s = state_;
+    if (!owner_) {
+      DLCKPT_ASSIGN_OR_RETURN(s, ReadState());
+    }
+    uint64_t ino = next_ino_;  // NodesFrom raises it; this only looks
+    for (auto [slot, e] : {std::pair{s.pending_slot, s.pending_epoch}, std::pair{s.acked_slot, s.acked_epoch}}) {
+      if (e == 0) continue;
+      DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(slot, e));
+      FileMap committed = NodesFrom(v);
+      auto c = committed.find(path);
+      if (c == committed.end() || c->second->size != node.size || c->second->blocks != node.blocks) {
+        continue;
+      }
+      bool same_chunks = c->second->chunks.size() == node.chunks.size();
+      for (size_t i = 0; same_chunks && i < node.chunks.size(); ++i) {
+        same_chunks = c->second->chunks[i].compressed == node.chunks[i].compressed &&
+                      c->second->chunks[i].stored == node.chunks[i].stored;
+      }
+      if (!same_chunks) continue;
+      epoch = e;
+      want = c->second->crc;
+      break;
+    }
+    next_ino_ = ino;
+    if (epoch == 0) return uint64_t{0};
+  }
+  std::vector<uint8_t> buf(std::min<uint64_t>(node.size, 1u << 20));
+  uint32_t crc = 0;
+  for (uint64_t off = 0; off < node.size;) {
+    DLCKPT_ASSIGN_OR_RETURN(size_t n, ReadAtLocked(node, buf.data(), buf.size(), off));
+    if (n == 0) break;
+    crc = Crc32c(buf.data(), n, crc);
+    off += n;
+  }
+  if (crc != want) {
+    return Status::Corruption("store " + name() + " epoch " + std::to_string(epoch) + ": " +
+                              std::string(path) + ": checksum mismatch (stored " + Hex(want) +
+                              ", computed " + Hex(crc) + ")");
+  }
+  return epoch;
 }
 
 Result<Image> Store::Impl::GetImage(uint64_t epoch) {

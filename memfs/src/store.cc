@@ -15,7 +15,8 @@
 // Failure: EINVAL naming the store and the bad option; EBADMSG ("not a valid
 // dlckpt store") for a header, geometry or version that does not check out —
 // a damaged store is refused, never read or written; errors of the Env
-// (shared memory, locking) pass through.
+// (shared memory, locking) pass through, among them EPERM / EACCES for an
+// object another uid planted or left readable by others (never adopted).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -278,6 +279,8 @@ Status Store::AbortPending() { return impl_->AbortPending(); }
 Status Store::Rollback() { return impl_->Rollback(); }
 Status Store::Restore(uint64_t epoch) { return impl_->Restore(epoch); }
 Status Store::Verify(uint64_t epoch) { return impl_->Verify(epoch); }
+Result<uint64_t> Store::VerifyFile(std::string_view path) { return impl_->VerifyFile(path); }
+Status Store::CheckSlots() { return impl_->CheckSlots(); }
 Result<Image> Store::GetImage(uint64_t epoch) { return impl_->GetImage(epoch); }
 Status Store::View(uint64_t epoch) { return impl_->View(epoch); }
 

@@ -180,6 +180,8 @@ class Store::Impl {
   Status Restore(uint64_t epoch);
   Status View(uint64_t epoch);
   Status Verify(uint64_t epoch);
+  Result<uint64_t> VerifyFile(std::string_view path);
+  Status CheckSlots();
   Result<Image> GetImage(uint64_t epoch);
 
   // ---- used by ImageBuilder (image_builder.cc); caller holds mu() ------------------

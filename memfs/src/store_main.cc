@@ -25,11 +25,16 @@ omitted).
 commands:
   list [PREFIX]           stores on this node (name, job, node, rank, epochs)
   ls STORE [PREFIX]       files of the newest committed epoch (or --epoch E)
-  cat STORE PATH          write a file's bytes to standard output
+  cat STORE PATH          write a file's bytes to standard output; committed
+                          bytes are checked against their CRC first (exit 1,
+                          nothing printed, on a mismatch)
   stat STORE [PATH]       the store's geometry and epochs, or one file's metadata
   verify STORE            recompute the CRC32C of every file of every committed
                           epoch; exit 1 on a mismatch
   rm STORE [PATH]         remove the whole store, or one file of its working set
+
+ls, cat and stat also check the metadata of every version the store holds;
+a damaged one is reported on standard error and the exit status is 1.
   create STORE            create an empty store (--capacity, --block-size,
                           --max-files, --job, --node, --rank, --compress,
                           --threshold, --chunk-size)
@@ -61,6 +66,13 @@ struct Args {
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "dlckpt-store: %s\n", s.ToString().c_str());
+  return 1;
+}
+
+// Damage beside what was shown (another version of the store): reported,
+// and the command exits 1 even though it printed what it could.
+int Warn(const Status& s) {
+  std::fprintf(stderr, "dlckpt-store: warning: %s\n", s.ToString().c_str());
   return 1;
 }
 
@@ -113,7 +125,8 @@ int CmdLs(const Args& a) {
     std::printf("%s %12" PRIu64 " %08x %s\n", ModeString(f.mode).c_str(), f.size, f.crc32c,
                 f.path.c_str());
   }
-  return 0;
+  Status slots = (*store)->CheckSlots();
+  return slots.ok() ? 0 : Warn(slots);
 }
 
 int CmdCat(const Args& a) {
@@ -122,6 +135,12 @@ int CmdCat(const Args& a) {
   if (!store.ok()) return Fail(store.status());
   auto fd = (*store)->Open(a.pos[1], O_RDONLY);
   if (!fd.ok()) return Fail(fd.status());
+  // Committed bytes are checked against their CRC before any is printed.
+  auto verified = (*store)->VerifyFile(a.pos[1]);
+  if (!verified.ok()) {
+    return Fail(Status::Error(verified.status().code(),
+                              verified.status().message() + "; not printing it"));
+  }
   std::vector<char> buf(1 << 20);
   for (;;) {
     auto n = (*store)->Read(*fd, buf.data(), buf.size());
@@ -135,7 +154,8 @@ int CmdCat(const Args& a) {
       off += static_cast<size_t>(w);
     }
   }
-  return 0;
+  Status slots = (*store)->CheckSlots();
+  return slots.ok() ? 0 : Warn(slots);
 }
 
 int CmdStat(const Args& a) {
@@ -179,7 +199,8 @@ int CmdStat(const Args& a) {
                 "\nepoch_image_bytes: %" PRIu64 "\n",
                 epoch, bytes, blocks, img.ok() ? img->size : uint64_t{0});
   }
-  return 0;
+  Status slots = (*store)->CheckSlots();
+  return slots.ok() ? 0 : Warn(slots);
 }
 
 int CmdVerify(const Args& a) {

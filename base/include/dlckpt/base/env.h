@@ -69,7 +69,11 @@ class Env {
                                                        bool prefault);
   // Opens and maps an existing object; read-only unless `writable`. With
   // `populate`, every page is mapped now (MAP_POPULATE) instead of faulted in
-  // one at a time on first touch.
+  // one at a time on first touch. Only an object this process could have
+  // created is adopted: one owned by another uid fails with EPERM, one that
+  // is not a regular file with EPERM, one whose mode is not exactly 0600
+  // with EACCES; the message names /dev/shm/NAME, the uid or mode found and
+  // the one expected. Never blocks on a planted FIFO.
   virtual Result<std::unique_ptr<MappedShm>> OpenShm(const std::string& name, bool writable,
                                                      bool populate = false);
   virtual Status UnlinkShm(const std::string& name);
@@ -79,7 +83,13 @@ class Env {
 
   // Writes `contents` to `path` through a temporary file and rename, mode `mode`.
   virtual Status WriteFileAtomic(const std::string& path, std::string_view contents, mode_t mode);
-  virtual Result<std::string> ReadFile(const std::string& path);
+  // Reads the whole regular file `path` (a symlink to one is followed).
+  // Never blocks on a FIFO or device: a directory fails with EISDIR, anything
+  // else but a regular file with EINVAL naming the path and its type; a file
+  // larger than `max_bytes` fails with EFBIG naming the path, its size and
+  // the limit.
+  static constexpr size_t kNoReadLimit = static_cast<size_t>(-1);
+  virtual Result<std::string> ReadFile(const std::string& path, size_t max_bytes = kNoReadLimit);
 
   // Monotonic clock in nanoseconds.
   virtual int64_t NowNanos();

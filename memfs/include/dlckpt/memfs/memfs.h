@@ -179,7 +179,10 @@ class Store final {
                                                Env* env = Env::Default());
   // Attaches to an existing store. The header, geometry and committed version
   // metadata are checked; a damaged store is refused (EBADMSG), never read.
-  // kOwner fails with EBUSY while another live process owns the store.
+  // kOwner fails with EBUSY while another live process owns the store. Only
+  // a store this uid created is attached (see Env::OpenShm): another uid's is
+  // refused with EPERM, one whose mode is not 0600 with EACCES, the message
+  // naming the object, the owner or mode found and the one expected.
   static Result<std::unique_ptr<Store>> Attach(const std::string& name, AttachMode mode,
                                                Env* env = Env::Default());
   // Removes the shared memory object (mappings stay valid until detached).
@@ -239,6 +242,21 @@ class Store final {
   // bytes (decompressing compressed chunks, whose own CRCs are checked too);
   // EBADMSG naming the file (and chunk offset) on a mismatch or damaged data.
   Status Verify(uint64_t epoch);
+  // Recomputes the CRC32C of `path` as this object sees it (a read-only
+  // attacher: its view; an owner: the working file) and compares it with the
+  // CRC recorded at commit: a committed view's own, or for working files that
+  // of the newest committed version still holding exactly the same blocks.
+  // Returns the epoch whose CRC matched, or 0 when no commit vouches for the
+  // bytes (a working file changed since, or never committed). EBADMSG naming
+  // the store, epoch and path on a mismatch; ENOENT if the file is not there.
+  Result<uint64_t> VerifyFile(std::string_view path);
+  // Checks the metadata (not the file data: see Verify) of every version the
+  // store's published state names: the acknowledged and pending epochs and a
+  // saved working set. EBADMSG naming the store, slot and epoch of the first
+  // damaged one. A read-only attach checks only the version it views, and
+  // silently shows a committed epoch when the saved working set is damaged;
+  // tools call this to report the rest.
+  Status CheckSlots();
   // The encoding view of committed `epoch`.
   Result<Image> GetImage(uint64_t epoch);
   // Read-only attachers: choose the committed epoch that Open/List/Stat see.

@@ -7,11 +7,13 @@
 // command is collective over the world communicator. Failures: a command's
 // error is agreed on by all processes and answered to the client as an ERROR
 // or DONE; a client's protocol error closes that client only; the service
-// stops only on SHUTDOWN or when MPI or the listener fails.
+// stops only on SHUTDOWN or when MPI or the listener fails. Rank 0 reads its
+// clients without blocking (protocol::FrameServer): a command runs only once
+// its whole frame has arrived, so a slow, silent or hostile peer never delays
+// another client.
 #include "service_impl.h"
 
 #include <netdb.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "dlckpt/base/events.h"
@@ -286,9 +289,19 @@ protocol::NodeReport Service::LocalReport() {
       if (!s.ok()) {
         sr.error = s.status().message();
       } else {
+        // Every committed epoch is verified: recovery may restore either,
+        // and a copy that fails is an erasure, not a source.
         memfs::EpochState e = (*s)->epochs();
         sr.acked = e.acknowledged;
         sr.pending = e.pending;
+        for (auto [epoch, ok] : {std::pair{e.acknowledged, &sr.acked_ok}, std::pair{e.pending, &sr.pending_ok}}) {
+          if (epoch == 0) continue;
+          Status v = (*s)->Verify(epoch);
+          if (v.ok()) continue;
+          *ok = false;
+          sr.damage += (sr.damage.empty() ? "" : "; ") + std::string("epoch ") + std::to_string(epoch) + ": " +
+                       v.message();
+        }
       }
       rep.stores.push_back(sr);
     }
@@ -361,7 +374,8 @@ std::string Service::StatusText() const {
 }
 
 Status Service::Listen() {
-  DLCKPT_ASSIGN_OR_RETURN(listener_, protocol::Listener::Listen(cfg_.port));
+  DLCKPT_ASSIGN_OR_RETURN(server_, protocol::FrameServer::Listen(cfg_.port, protocol::FrameServer::Limits{},
+                                                                 [this](const std::string& m) { Log(m); }));
   DLCKPT_ASSIGN_OR_RETURN(token_, protocol::NewToken());
   std::string host = cfg_.rendezvous_host;
   if (host.empty()) {
@@ -378,65 +392,56 @@ Status Service::Listen() {
       freeaddrinfo(res);
     }
   }
-  protocol::Rendezvous r{host, listener_->port(), token_, cfg_.job};
+  protocol::Rendezvous r{host, server_->port(), token_, cfg_.job};
   DLCKPT_RETURN_IF_ERROR(protocol::WriteRendezvous(cfg_.rendezvous, r));
-  Log("listening on " + host + ":" + std::to_string(listener_->port()) + "; rendezvous " + cfg_.rendezvous);
+  Log("listening on " + host + ":" + std::to_string(server_->port()) + "; rendezvous " + cfg_.rendezvous);
   return Status::OK();
 }
 
-void Service::HandleClient(size_t i) {
-  Client& c = clients_[i];
-  auto close_with = [&](int code, const std::string& why) {
-    Log("rejected " + c.conn->peer() + ": " + why);
-    (void)c.conn->Send(protocol::MsgType::kError, protocol::EncodeError({code, why}));
-    c.conn.reset();
-  };
-  auto f = c.conn->Receive(30000);
-  if (!f.ok()) {
-    if (f.status().code() != ECONNRESET) Log("dropping " + c.conn->peer() + ": " + f.status().ToString());
-    c.conn.reset();
-    return;
-  }
-  Status valid = protocol::ValidatePayload(*f);
-  if (!valid.ok()) return close_with(EBADMSG, "malformed " + std::string(protocol::MsgTypeName(f->type)) +
+void Service::HandleRequest(protocol::FrameServer::Request& q) {
+  const protocol::Frame& f = q.frame;
+  auto close_with = [&](int code, const std::string& why) { server_->Reject(q.id, code, why); };
+  Status valid = protocol::ValidatePayload(f);
+  if (!valid.ok()) return close_with(EBADMSG, "malformed " + std::string(protocol::MsgTypeName(f.type)) +
                                                   ": " + valid.message());
-  if (!c.authed) {
-    if (f->type != protocol::MsgType::kHello) {
-      return close_with(EACCES, std::string("first message must be HELLO, not ") + protocol::MsgTypeName(f->type));
+  protocol::Role role = q.role.value_or(protocol::Role::kApplication);
+  if (!q.role) {
+    if (f.type != protocol::MsgType::kHello) {
+      return close_with(EACCES, std::string("first message must be HELLO, not ") + protocol::MsgTypeName(f.type));
     }
-    auto h = protocol::DecodeHello(f->payload);
+    auto h = protocol::DecodeHello(f.payload);
     if (!ConstantTimeEqual(h->token, token_)) return close_with(EACCES, "wrong token");
     if (h->job != cfg_.job) return close_with(EACCES, "job " + h->job + " is not " + cfg_.job);
-    c.authed = true;
-    c.role = h->role;
-    if (h->role == protocol::Role::kSupervisor) {
-      (void)c.conn->Send(protocol::MsgType::kHelloOk, "");
+    role = h->role;
+    server_->Authenticate(q.id, role);
+    if (role == protocol::Role::kSupervisor) {
+      (void)server_->Reply(q.id, protocol::MsgType::kHelloOk, "");
       return;
     }
-  } else if (f->type == protocol::MsgType::kHello) {
+  } else if (f.type == protocol::MsgType::kHello) {
     return close_with(EPROTO, "HELLO sent twice");
   }
   uint32_t cmd = 0;
-  std::string payload = f->payload;
-  switch (f->type) {
+  std::string payload = std::move(q.frame.payload);
+  switch (f.type) {
     case protocol::MsgType::kHello: cmd = kCmdHello; break;
     case protocol::MsgType::kEncode:
-      if (c.role != protocol::Role::kApplication) return close_with(EPERM, "ENCODE is for the application");
+      if (role != protocol::Role::kApplication) return close_with(EPERM, "ENCODE is for the application");
       cmd = kCmdEncode;
       break;
     case protocol::MsgType::kSurvey: cmd = kCmdSurvey; break;
     case protocol::MsgType::kRecover:
-      if (c.role != protocol::Role::kSupervisor) return close_with(EPERM, "RECOVER is for the supervisor");
+      if (role != protocol::Role::kSupervisor) return close_with(EPERM, "RECOVER is for the supervisor");
       cmd = kCmdRecover;
       break;
     case protocol::MsgType::kShutdown: cmd = kCmdShutdown; break;
     case protocol::MsgType::kStatus:
-      (void)c.conn->Send(protocol::MsgType::kStatusReply, protocol::EncodeStatusReply({StatusText()}));
+      (void)server_->Reply(q.id, protocol::MsgType::kStatusReply, protocol::EncodeStatusReply({StatusText()}));
       return;
     default:
-      (void)c.conn->Send(protocol::MsgType::kError,
-                         protocol::EncodeError({EPROTO, std::string("unexpected ") + protocol::MsgTypeName(f->type)}));
-      Log(std::string("refused unexpected ") + protocol::MsgTypeName(f->type) + " from " + c.conn->peer());
+      (void)server_->Reply(q.id, protocol::MsgType::kError,
+                           protocol::EncodeError({EPROTO, std::string("unexpected ") + protocol::MsgTypeName(f.type)}));
+      Log(std::string("refused unexpected ") + protocol::MsgTypeName(f.type) + " from " + q.peer);
       return;
   }
   Status b = BroadcastCommand(&cmd, &payload);
@@ -453,11 +458,8 @@ void Service::HandleClient(size_t i) {
   } else {
     reply = protocol::EncodeError({b.code(), b.message()});
   }
-  Status sent = c.conn->Send(reply_type, reply);
-  if (!sent.ok()) {
-    Log("reply to " + c.conn->peer() + " failed: " + sent.ToString());
-    c.conn.reset();
-  }
+  Status sent = server_->Reply(q.id, reply_type, reply);
+  if (!sent.ok()) Log("reply to " + q.peer + " failed: " + sent.ToString());
   if (cmd == kCmdShutdown) stop_ = true;
 }
 
@@ -475,27 +477,11 @@ Status Service::Serve() {
   }
   DLCKPT_RETURN_IF_ERROR(Listen());
   events::Emit("codec", "ready " + std::to_string(cfg_.generation));
+  // No connection can delay another: the server hands out only complete
+  // frames and blocks in poll(2) between them.
   while (!stop_) {
-    std::vector<struct pollfd> fds;
-    fds.push_back({listener_->fd(), POLLIN, 0});
-    for (const auto& c : clients_) fds.push_back({c.conn->fd(), POLLIN, 0});
-    int rc = poll(fds.data(), fds.size(), 1000);
-    if (rc < 0 && errno != EINTR) return Status::FromErrno(errno, "poll");
-    if (rc <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      auto c = listener_->Accept();
-      if (c.ok()) {
-        clients_.push_back(Client{std::move(*c)});
-      } else {
-        Log(c.status().ToString());
-      }
-    }
-    for (size_t i = 1; i < fds.size() && !stop_; ++i) {
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) HandleClient(i - 1);
-    }
-    clients_.erase(std::remove_if(clients_.begin(), clients_.end(),
-                                  [](const Client& c) { return !c.conn; }),
-                   clients_.end());
+    DLCKPT_ASSIGN_OR_RETURN(std::optional<protocol::FrameServer::Request> q, server_->Next(1000));
+    if (q) HandleRequest(*q);
   }
   unlink(cfg_.rendezvous.c_str());
   return Status::OK();

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -257,8 +259,8 @@ template <class IO>
 Status Fields(IO& io, SurveyReply& m) {
   return io.List(m.nodes, 12, [](IO& io, NodeReport& n) {
     DLCKPT_RETURN_IF_ERROR(io(n.node));
-    DLCKPT_RETURN_IF_ERROR(io.List(n.stores, 32, [](IO& io, StoreReport& s) {
-      return Each(io, s.name, s.job, s.rank, s.acked, s.pending, s.error);
+    DLCKPT_RETURN_IF_ERROR(io.List(n.stores, 38, [](IO& io, StoreReport& s) {
+      return Each(io, s.name, s.job, s.rank, s.acked, s.pending, s.error, s.acked_ok, s.pending_ok, s.damage);
     }));
     return io.List(n.parities, 42, [](IO& io, ParityReport& p) { return Each(io, p.name, p); });
   });
@@ -688,11 +690,16 @@ Result<Rendezvous> ReadRendezvous(const std::string& path, int timeout_ms) {
     struct stat st;
     if (stat(path.c_str(), &st) == 0) {
       if (st.st_mode & 077) {
-        return Status::Error(EACCES, "rendezvous file " + path +
-                                         " is readable by others (mode " +
-                                         std::to_string(st.st_mode & 0777) + "); refusing it");
+        char mode[16];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return Status::Error(EACCES, "rendezvous file " + path + " is readable by others (mode " +
+                                         mode + "); refusing it");
       }
-      DLCKPT_ASSIGN_OR_RETURN(std::string text, Env::Default()->ReadFile(path));
+      // Regular files only, and small: a FIFO or /dev/zero must not hang the caller.
+      constexpr size_t kMaxRendezvousBytes = 64 << 10;
+      auto read = Env::Default()->ReadFile(path, kMaxRendezvousBytes);
+      if (!read.ok()) return read.status().Prefixed("rendezvous file");
+      std::string text = std::move(read).value();
       std::istringstream is(text);
       std::string magic, key;
       int version = 0;

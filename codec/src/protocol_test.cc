@@ -46,7 +46,7 @@ TEST(ProtocolTest, MessagesRoundTrip) {
   SurveyReply s;
   NodeReport n;
   n.node = "vn4";
-  n.stores.push_back({"/dlckpt.j.vn4.r1", "j", 1, 3, 4, ""});
+  n.stores.push_back({"/dlckpt.j.vn4.r1", "j", 1, 3, 4, "", true, false, "epoch 4: CRC mismatch"});
   ParityReport p;
   p.name = "/dlckpt.j.vn4.g0.p0.s1";
   p.group = 2;
@@ -63,6 +63,9 @@ TEST(ProtocolTest, MessagesRoundTrip) {
   ASSERT_TRUE(s2.ok()) << s2.status().ToString();
   ASSERT_EQ(s2->nodes.size(), 1u);
   EXPECT_EQ(s2->nodes[0].stores[0].pending, 4u);
+  EXPECT_TRUE(s2->nodes[0].stores[0].acked_ok);
+  EXPECT_FALSE(s2->nodes[0].stores[0].pending_ok);
+  EXPECT_EQ(s2->nodes[0].stores[0].damage, "epoch 4: CRC mismatch");
   EXPECT_EQ(s2->nodes[0].parities[0].members[0].sizes[1], 200u);
   EXPECT_TRUE(s2->nodes[0].parities[0].complete);
 

@@ -24,7 +24,7 @@ class RecoveryTest : public ::testing::Test {
     for (auto& [name, n] : nodes_) n.stores.clear();
     for (const auto& [r, node] : in_.placement) {
       nodes_[node].stores.push_back(StoreReport{"/dlckpt.j." + node + ".r" + std::to_string(r), "j", r,
-                                                acked, pending, ""});
+                                                acked, pending, "", true, true, ""});
     }
   }
 
@@ -87,7 +87,9 @@ TEST_F(RecoveryTest, PendingEpochWhoseEncodingCompletedIsChosen) {
   EXPECT_EQ(p->epoch, 4u);
 }
 
-TEST_F(RecoveryTest, LostNodeIsRebuiltOnItsGroupsSpare) {
+// vn4 holds group 0's parity, vn5 group 1's: vn1 of group 0 goes to vn5, so
+// that no node holds two chunks of group 0.
+TEST_F(RecoveryTest, LostNodeIsRebuiltOnASpareHoldingNoChunkOfItsGroup) {
   Stores(3, 0);
   Parity("vn4", 0, 0, 1, 3, true, {0, 1});
   Parity("vn5", 1, 0, 1, 3, true, {2, 3});
@@ -99,9 +101,10 @@ TEST_F(RecoveryTest, LostNodeIsRebuiltOnItsGroupsSpare) {
   ASSERT_EQ(p->rebuilds.size(), 1u);
   EXPECT_EQ(p->rebuilds[0].group, 0u);
   EXPECT_EQ(p->rebuilds[0].member, 1u);
-  EXPECT_EQ(p->rebuilds[0].target_node, "vn4");
-  EXPECT_EQ(p->placement.at(2), "vn4");
-  EXPECT_EQ(p->placement.at(3), "vn4");
+  EXPECT_EQ(p->rebuilds[0].target_node, "vn5");
+  EXPECT_EQ(p->placement.at(2), "vn5");
+  EXPECT_EQ(p->placement.at(3), "vn5");
+  EXPECT_TRUE(p->degraded.empty()) << DescribeDegraded(*p);
   EXPECT_EQ(p->placement.at(0), "vn0");
   EXPECT_EQ(p->lost_nodes, std::vector<std::string>{"vn1"});
   auto msg = ToRecoverMessage(*p);
@@ -146,8 +149,10 @@ TEST_F(RecoveryTest, LossesInDifferentGroupsAreBothRebuilt) {
   auto p = Run();
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   ASSERT_EQ(p->rebuilds.size(), 2u);
-  EXPECT_EQ(p->placement.at(0), "vn4");
-  EXPECT_EQ(p->placement.at(7), "vn5");
+  // Each goes to the other group's spare: no node holds two chunks of a group.
+  EXPECT_EQ(p->placement.at(0), "vn5");
+  EXPECT_EQ(p->placement.at(7), "vn4");
+  EXPECT_TRUE(p->degraded.empty()) << DescribeDegraded(*p);
 }
 
 TEST_F(RecoveryTest, ReedSolomonRebuildsTwoMembersOfOneGroup) {
@@ -179,7 +184,7 @@ TEST_F(RecoveryTest, InterruptedEncodeFallsBackToPreviousEpoch) {
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->epoch, 3u);
   ASSERT_EQ(p->rebuilds.size(), 1u);
-  EXPECT_EQ(p->rebuilds[0].target_node, "vn4");
+  EXPECT_EQ(p->rebuilds[0].target_node, "vn5");
 }
 
 TEST_F(RecoveryTest, SpareLossAloneNeedsNoRebuild) {
@@ -227,6 +232,175 @@ TEST_F(RecoveryTest, NoSpareLeftIsAClearError) {
   auto p = Run();
   EXPECT_EQ(p.status().code(), ENOTRECOVERABLE);
   EXPECT_NE(p.status().message().find("no spare node left"), std::string::npos);
+}
+
+TEST_F(RecoveryTest, OwnParityNodeIsTheLastChoiceAndTheSummarySaysWhatItCosts) {
+  Stores(3, 0);
+  Parity("vn4", 0, 0, 1, 3, true, {0, 1});
+  Parity("vn5", 1, 0, 1, 3, true, {2, 3});
+  in_.free_nodes = {"vn4"};
+  Kill("vn1");
+  auto p = Run();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->rebuilds.size(), 1u);
+  EXPECT_EQ(p->rebuilds[0].target_node, "vn4");
+  ASSERT_EQ(p->degraded.size(), 1u);
+  EXPECT_EQ(p->degraded[0].group, 0u);
+  EXPECT_EQ(p->degraded[0].tolerance, 0);
+  EXPECT_NE(p->summary.find("group 0 survives 0 more node loss(es) until the next encode (chunks d0@vn0 "
+                            "d1,p0@vn4, 1 parity)"),
+            std::string::npos)
+      << p->summary;
+}
+
+// One Reed-Solomon group (k = 2) of data nodes vn0..vn3, parity p0 on vn4 and
+// p1 on vn5, 2 ranks per node, every store at epoch 3.
+class ReedSolomonTest : public RecoveryTest {
+ protected:
+  void SetUp() override {
+    RecoveryTest::SetUp();
+    Stores(3, 0);
+    Parity("vn4", 0, 0, 2, 3, true, {0, 1, 2, 3}, 1);
+    Parity("vn5", 0, 1, 2, 3, true, {0, 1, 2, 3}, 1);
+  }
+
+  // Applies a plan as dlckpt-run and the codec would: rebuilt ranks' stores
+  // move to their targets; the free nodes are the live nodes without ranks.
+  void Apply(const Plan& p) {
+    for (const auto& t : p.rebuilds) {
+      for (int32_t r : Member(static_cast<int>(t.member)).ranks) {
+        for (auto& [name, n] : nodes_) {
+          std::erase_if(n.stores, [&](const StoreReport& s) { return s.rank == r; });
+        }
+        nodes_[t.target_node].stores.push_back(
+            StoreReport{"/dlckpt.j." + t.target_node + ".r" + std::to_string(r), "j", r, 3, 0, "", true, true, ""});
+      }
+    }
+    in_.placement = p.placement;
+    in_.dead_nodes.clear();
+    std::set<std::string> busy;
+    for (const auto& [r, node] : in_.placement) busy.insert(node);
+    in_.free_nodes.clear();
+    for (const auto& [name, n] : nodes_) {
+      if (!busy.count(name)) in_.free_nodes.push_back(name);
+    }
+  }
+};
+
+// The soak's failure: vn2 is rebuilt on vn4, which also holds p0; then vn0 is
+// lost before the next encode. d1@vn1 d3@vn3 d2,p0@vn4 p1@vn5 still lie on
+// four distinct nodes, enough to rebuild d0.
+TEST_F(ReedSolomonTest, SecondLossAfterARebuildOntoAParityHolder) {
+  Kill("vn2");
+  auto first = Run();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->rebuilds.size(), 1u);
+  EXPECT_EQ(first->rebuilds[0].target_node, "vn4");
+  ASSERT_EQ(first->degraded.size(), 1u);
+  EXPECT_EQ(first->degraded[0].tolerance, 1) << first->summary;
+  Apply(*first);
+  Kill("vn0");
+  auto second = Run();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->epoch, 3u);
+  ASSERT_EQ(second->rebuilds.size(), 1u);
+  EXPECT_EQ(second->rebuilds[0].member, 0u);
+  EXPECT_EQ(second->rebuilds[0].target_node, "vn5");
+  ASSERT_EQ(second->degraded.size(), 1u);
+  EXPECT_EQ(second->degraded[0].tolerance, 0) << second->summary;
+  // A third loss exceeds what is left.
+  Apply(*second);
+  Kill("vn1");
+  auto third = Run();
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(third.status().code(), ENOTRECOVERABLE);
+  EXPECT_NE(third.status().message().find("a rebuild needs 4 on distinct nodes"), std::string::npos)
+      << third.status().message();
+}
+
+// Every ordered pair of losses, one recovery after the other with no encode
+// between them, is recoverable with k = 2; the placement keeps every rank.
+TEST_F(ReedSolomonTest, EveryPairOfLossesBeforeTheNextEncode) {
+  const std::vector<std::string> all{"vn0", "vn1", "vn2", "vn3", "vn4", "vn5"};
+  const auto saved_nodes = nodes_;
+  const auto saved_in = in_;
+  for (const auto& a : all) {
+    for (const auto& b : all) {
+      if (a == b) continue;
+      nodes_ = saved_nodes;
+      in_ = saved_in;
+      Kill(a);
+      auto first = Run();
+      ASSERT_TRUE(first.ok()) << a << " then " << b << ": " << first.status().ToString();
+      Apply(*first);
+      Kill(b);
+      auto second = Run();
+      ASSERT_TRUE(second.ok()) << a << " then " << b << ": " << second.status().ToString();
+      EXPECT_EQ(second->epoch, 3u);
+      EXPECT_EQ(second->placement.size(), 8u);
+      for (const auto& [r, node] : second->placement) {
+        EXPECT_NE(node, a) << a << " then " << b << ": rank " << r;
+        EXPECT_NE(node, b) << a << " then " << b << ": rank " << r;
+      }
+    }
+  }
+}
+
+// A pending epoch hides nothing: the survey verified the acknowledged epoch,
+// vn1's copy failed, so it is an erasure rebuilt in place on vn1.
+TEST_F(RecoveryTest, DamagedAcknowledgedEpochIsRebuiltInPlace) {
+  Stores(3, 4);
+  Parity("vn4", 0, 0, 1, 3, true, {0, 1});
+  Parity("vn5", 1, 0, 1, 3, true, {2, 3});
+  Parity("vn4", 0, 0, 1, 4, false, {0, 1});  // encode of 4 interrupted
+  nodes_["vn1"].stores[0].acked_ok = false;
+  nodes_["vn1"].stores[0].damage = "epoch 3: CRC32C mismatch in /heat2d/r2";
+  auto p = Run();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->epoch, 3u);
+  ASSERT_EQ(p->rebuilds.size(), 1u);
+  EXPECT_EQ(p->rebuilds[0].member, 1u);
+  EXPECT_EQ(p->rebuilds[0].target_node, "vn1");
+  EXPECT_TRUE(p->lost_nodes.empty());
+  EXPECT_EQ(p->placement, in_.placement);
+  EXPECT_NE(p->summary.find("rebuild group 0 member vn1 on vn1 (damaged store)"), std::string::npos) << p->summary;
+  EXPECT_NE(p->damage.find("CRC32C mismatch"), std::string::npos) << p->damage;
+}
+
+// Reed-Solomon: one lost node plus one corrupt survivor are two erasures.
+TEST_F(ReedSolomonTest, LossPlusCorruptSurvivorIsRecoverable) {
+  nodes_["vn0"].stores[1].acked_ok = false;
+  nodes_["vn0"].stores[1].damage = "epoch 3: CRC32C mismatch";
+  Kill("vn2");
+  auto p = Run();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->rebuilds.size(), 2u);
+  std::map<uint32_t, std::string> target;
+  for (const auto& t : p->rebuilds) target[t.member] = t.target_node;
+  EXPECT_EQ(target[0], "vn0");
+  EXPECT_NE(target[2], "vn2");
+  // With XOR the same pattern is two erasures for one parity: refused, naming both.
+  nodes_["vn4"].parities[0].k = 1;
+  nodes_["vn5"].parities.clear();
+  auto q = Run();
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("lost 2 member(s) (vn0, vn2)"), std::string::npos) << q.status().message();
+  EXPECT_NE(q.status().message().find("CRC32C mismatch"), std::string::npos) << q.status().message();
+}
+
+// A rank whose group's parity all lived on lost nodes: the error says so.
+TEST_F(RecoveryTest, RankWhoseGroupLostItsParityIsExplained) {
+  Stores(3, 0);
+  Parity("vn4", 0, 0, 1, 3, true, {0, 1});
+  Parity("vn5", 1, 0, 1, 3, true, {2, 3});
+  Kill("vn0");
+  Kill("vn4");
+  auto p = Run();
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("rank 0 has no copy of epoch 3, and no parity of group(s) 0 of epoch 3's "
+                                      "encoding survives"),
+            std::string::npos)
+      << p.status().message();
 }
 
 }  // namespace

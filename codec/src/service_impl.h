@@ -25,6 +25,7 @@
 #include "codec_service.h"
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/codec/groups.h"
+#include "dlckpt/codec/frame_server.h"
 #include "dlckpt/codec/protocol.h"
 #include "dlckpt/memfs/memfs.h"
 #include "parity.h"
@@ -100,7 +101,7 @@ class Service {
 
   // ---- rank 0 network side ----
   Status Listen();
-  void HandleClient(size_t i);
+  void HandleRequest(protocol::FrameServer::Request& q);
   std::string StatusText() const;
 
   MPI_Comm world_;
@@ -126,14 +127,9 @@ class Service {
   std::string protection_;  // "" when the configured protection holds
   bool drop_old_parity_ = false;
 
-  // Rank 0.
-  struct Client {
-    std::unique_ptr<protocol::Connection> conn;
-    bool authed = false;
-    protocol::Role role = protocol::Role::kApplication;
-  };
-  std::unique_ptr<protocol::Listener> listener_;
-  std::vector<Client> clients_;
+  // Rank 0: every client connection, read without blocking (see
+  // protocol::FrameServer for the deadlines and limits).
+  std::unique_ptr<protocol::FrameServer> server_;
   std::string token_;
   bool stop_ = false;
 };

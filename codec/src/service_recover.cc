@@ -78,7 +78,8 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
       }
     }
     for (const auto& s : n.stores) {
-      if (s.error.empty() && (s.acked == e || s.pending == e)) store_node[s.rank] = n.node;
+      bool verified = (s.acked == e && s.acked_ok) || (s.pending == e && s.pending_ok);
+      if (s.error.empty() && verified) store_node[s.rank] = n.node;
     }
   }
   std::set<int32_t> rebuilt_ranks;
@@ -152,6 +153,12 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
     for (const auto& [index, node] : parity_at[g]) {
       if (index < static_cast<uint32_t>(k)) chunk_ranks[static_cast<size_t>(n) + index] = rank_of_node_.at(node);
     }
+    // The transport takes one input per process: a node holding two chunks
+    // (a spare that rebuilt a member and holds a parity) gives its first.
+    std::set<int> giving;
+    for (int& holder : chunk_ranks) {
+      if (holder >= 0 && !giving.insert(holder).second) holder = -1;
+    }
     std::vector<int> wanted, targets;
     for (const auto& t : tasks) {
       wanted.push_back(static_cast<int>(t.member));
@@ -172,10 +179,6 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
     std::vector<Extent> input;
     for (int c = 0; c < n + k && local.ok(); ++c) {
       if (chunk_ranks[static_cast<size_t>(c)] != rank_) continue;
-      if (!input.empty()) {
-        local = Status::InvalidArgument(label + ": node " + cfg_.node + " holds two chunks of the group");
-        break;
-      }
       if (c < n) {
         const auto& m = info.members[static_cast<size_t>(c)];
         local = LocalImage(e, m.ranks, &input, nullptr, &m.sizes);

@@ -23,7 +23,9 @@
 #define DLCKPT_CODEC_PROTOCOL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -137,6 +139,9 @@ struct StoreReport {
   uint64_t acked = 0;    // acknowledged epoch, 0 = none
   uint64_t pending = 0;  // pending epoch, 0 = none
   std::string error;     // non-empty: the store is damaged (and unusable)
+  bool acked_ok = true;    // the acknowledged epoch passed verification
+  bool pending_ok = true;  // the pending epoch passed verification
+  std::string damage;      // why an epoch failed verification; "" when none did
 };
 
 // One member of an encoded group, as recorded in the parity.

@@ -11,11 +11,14 @@
 //
 // Rules (docs/design.md invariant 1):
 //  - A rank's store is *available* at epoch e when a live node holds it
-//    undamaged with e acknowledged or pending.
+//    with e acknowledged or pending and e passed the survey's verification
+//    (a copy that failed is an erasure, rebuilt in place on its live node).
 //  - An encoding of epoch e is a set of parity objects with one (epoch,
-//    generation); its group g is recoverable when the members (nodes at
-//    encode time, each a list of ranks) that are not available number at most
-//    the complete parity objects of g that survive.
+//    generation). Its group g is a stripe of chunks: data member i (a node
+//    at encode time, a list of ranks) and parity j, each living on some node
+//    or lost. g is recoverable when its surviving chunks lie on at least n
+//    distinct nodes (the rebuild takes one chunk per node; a spare that
+//    rebuilt a member may hold that member and a parity of the same group).
 //  - Epoch e is *committed everywhere* when some live store acknowledged it
 //    (the application only acknowledges after the codec's DONE), or when every
 //    group of its encoding has a complete surviving parity object.
@@ -23,8 +26,12 @@
 //    or lies in a recoverable group of e's encoding; the newest such e wins.
 //    Epoch 0 (start from scratch) is chosen only when no checkpoint was ever
 //    acknowledged.
-//  - Targets: live nodes without ranks; first those holding no parity of the
-//    chosen encoding, then the lost group's own parity nodes, then the rest.
+//  - Targets: the member's own node when it is alive (a damaged store);
+//    otherwise live nodes without ranks: first those holding no parity of
+//    the chosen encoding, then those holding no chunk of the lost member's
+//    group, then the rest. After the plan a group tolerates (nodes holding
+//    one of its chunks) - n more lost nodes until the next encode; groups
+//    below their k are listed in Plan::degraded and in the summary.
 #ifndef DLCKPT_CODEC_RECOVERY_H_
 #define DLCKPT_CODEC_RECOVERY_H_
 
@@ -52,10 +59,22 @@ struct Plan {
   std::vector<protocol::RebuildTask> rebuilds;
   std::vector<std::string> lost_nodes;            // nodes whose ranks moved
   std::map<int32_t, std::string> placement;       // rank -> node after recovery
+  struct Degraded {
+    uint32_t group = 0;
+    int tolerance = 0;    // further node losses survived until the next encode
+    uint32_t k = 0;       // parity of the group's encoding
+    std::string chunks;   // where its chunks live after the plan, e.g. "d0@vn0 d2,p0@vn4"
+  };
+  std::vector<Degraded> degraded;                 // groups below their k after the plan
+  std::string damage;                             // stores whose epochs failed verification
   std::string summary;                            // one line for humans
 };
 
 Result<Plan> Decide(const Input& in);
+
+// "group 0 survives 1 more node loss(es) until the next encode (...)"; empty
+// when no group is degraded.
+std::string DescribeDegraded(const Plan& plan);
 
 // The RECOVER message for a plan.
 protocol::Recover ToRecoverMessage(const Plan& plan);

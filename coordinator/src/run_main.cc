@@ -1,4 +1,5 @@
-// dlckpt-run: the supervisor. Parses options and runs the Supervisor.
+// dlckpt-run: the supervisor. Parses and checks options, then runs the
+// Supervisor; its exit status is the one the Supervisor's summary names.
 #include <signal.h>
 
 #include <cstdio>
@@ -17,7 +18,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dlckpt-run: %s\n(try dlckpt-run --help)\n", opts.status().message().c_str());
     return 2;
   }
+  // Refused before anything is created or started.
+  if (auto st = dlckpt::run::CheckMachineLimits(*opts, dlckpt::run::ThisMachine()); !st.ok()) {
+    std::fprintf(stderr, "dlckpt-run: %s\n", st.message().c_str());
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
+  dlckpt::run::InstallSignalHandlers();
   dlckpt::run::Supervisor sup(std::move(*opts));
   return sup.Run();
 }

@@ -1,10 +1,15 @@
 #include "run_options.h"
 
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iterator>
 #include <sstream>
 
+#include "dlckpt/base/names.h"
 #include "dlckpt/base/units.h"
 
 namespace dlckpt::run {
@@ -25,7 +30,7 @@ layout:
   --group-size G          data nodes per group (default: all in one group)
   --spares-per-group K    parity nodes per group (default 1 for xor, 2 for rs)
   --scheme xor|rs         erasure code (default xor when K = 1, else rs)
-  --capacity SIZE         memfs store capacity per rank (default 256M)
+  --capacity SIZE         memfs store capacity per rank, 1M to 1T (default 256M)
   --compress none|lz4     compress the stores' checkpoint data with LZ4 (sets
                           DLCKPT_COMPRESS for the ranks; see memfs.h)
   --hosts H1,H2,...       use these hosts (first N data, then spares) instead of
@@ -85,19 +90,42 @@ failure detection (besides the launcher noticing dead processes):
 control:
   --max-recoveries M      give up after M recoveries (default 5)
   --timeout SECONDS       stop the whole run after SECONDS (default: none)
-  --job ID                job id ([A-Za-z0-9_-], default dlckpt<pid>)
-  --run-dir DIR           rendezvous, events and logs (default /tmp/dlckpt-run.<job>)
+  --job ID                job id, 1-63 of [A-Za-z0-9_-] (default dlckpt<pid>
+                          and 6 random hex digits); a job id in use by a
+                          running dlckpt-run (it holds RUN_DIR/lock) is refused
+  --run-dir DIR           rendezvous, events and logs (default /tmp/dlckpt-run.<job>);
+                          created with mode 0700. An existing one is used only
+                          if it is a directory (not a symbolic link) owned by
+                          this user with no access for group and others
   --codec PATH            the dlckpt-codec executable (default: beside dlckpt-run)
   --mpiexec PATH          mpiexec to use (default mpiexec)
   --preload               run the application with LD_PRELOAD=libdlckpt_preload.so
   --keep                  keep stores, parity and the run directory at the end
+                          (also when stopped by a signal)
+  --oversubscribe         run even if this machine cannot: with virtual nodes
+                          every process runs here, and dlckpt-run refuses more
+                          than 64 per online CPU (N x R application ranks + one
+                          codec process per data and spare node) or than
+                          RLIMIT_NPROC, and stores (N x R x --capacity, all
+                          allocated up front) larger than /dev/shm
+  --term-grace SECONDS    on a signal, seconds the jobs get between SIGTERM and
+                          SIGKILL (default 1)
   -v, --verbose           print every event
   -h, --help              this help
 
+SIGTERM, SIGINT or SIGHUP stop the run: both jobs (each in its own process
+group) get SIGTERM, then SIGKILL after --term-grace; their stores, parity and
+the run directory are removed (unless --keep); dlckpt-run prints a summary
+saying "terminated by SIGTERM" (or the signal it got) and exits with 128 + the
+signal's number (143 for SIGTERM). A second signal kills the jobs at once.
+
 At the end dlckpt-run prints a summary (checkpoints, recoveries, time per
-phase) and exits with the application's status; 3 when recovery was impossible
-(more failures than spares in a group), 4 when the recovery limit was reached,
-2 for bad options.
+phase) and exits with the status it names: the application's status; 3 when
+recovery was impossible (more failures than spares in a group), 4 when the
+recovery limit was reached, 5 when the job could not be set up or launched
+(also for an unsafe run directory), 6 when the job id is in use by another
+running dlckpt-run, 124 at --timeout, 128 + N after signal N; 2 for bad options
+(also for a job this machine cannot run, see --oversubscribe).
 )";
 
 namespace {
@@ -207,6 +235,10 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       o.preload = true;
       continue;
     }
+    if (a == "--oversubscribe") {
+      o.oversubscribe = true;
+      continue;
+    }
     if (a.empty() || a[0] != '-') {
       // The program may follow without "--".
       break;
@@ -237,7 +269,12 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       if (v != "xor" && v != "rs") return Status::InvalidArgument("--scheme: want xor or rs, not '" + v + "'");
       o.scheme = v;
     } else if (a == "--capacity") {
-      DLCKPT_ASSIGN_OR_RETURN(o.capacity, ParseSize(v));
+      auto size = ParseSize(v);
+      if (!size.ok()) return size.status().Prefixed("--capacity");
+      if (*size < kMinCapacity || *size > kMaxCapacity) {
+        return Status::InvalidArgument("--capacity " + v + ": a store's capacity must be between 1M and 1T");
+      }
+      o.capacity = *size;
     } else if (a == "--compress") {
       if (v != "none" && v != "lz4") return Status::InvalidArgument("--compress: want none or lz4, not '" + v + "'");
       o.compress = v;
@@ -288,6 +325,9 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
     } else if (a == "--seed") {
       DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, INT64_MAX));
       o.seed = static_cast<uint64_t>(n);
+    } else if (a == "--term-grace") {
+      DLCKPT_ASSIGN_OR_RETURN(o.term_grace, ParseSeconds(v, a));
+      if (o.term_grace > 3600) return Status::InvalidArgument("--term-grace: at most 3600 s");
     } else if (a == "--timeout") {
       DLCKPT_ASSIGN_OR_RETURN(o.timeout, ParseSeconds(v, a));
     } else if (a == "--heartbeat-timeout") {
@@ -296,6 +336,7 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
     } else if (a == "--heartbeat-address") {
       o.heartbeat_address = v;
     } else if (a == "--job") {
+      if (!ValidJobName(v)) return Status::InvalidArgument("--job '" + v + "': want 1-63 of [A-Za-z0-9_-]");
       o.job = v;
     } else if (a == "--run-dir") {
       o.run_dir = v;
@@ -342,14 +383,49 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
                                    std::to_string(o.spares_per_group) + " spare(s) each (need " +
                                    std::to_string(groups * o.spares_per_group) + ")");
   }
-  if (!o.job.empty()) {
-    for (char c : o.job) {
-      if (!(isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_')) {
-        return Status::InvalidArgument("--job '" + o.job + "': use [A-Za-z0-9_-] only");
-      }
-    }
-  }
   return o;
+}
+
+MachineLimits ThisMachine() {
+  MachineLimits m;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  m.online_cpus = cpus > 0 ? cpus : 1;
+  struct rlimit rl;
+  // RLIMIT_NPROC binds neither root nor a process with CAP_SYS_RESOURCE; root is the common case.
+  if (geteuid() != 0 && getrlimit(RLIMIT_NPROC, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    m.max_processes = static_cast<uint64_t>(rl.rlim_cur);
+  }
+  struct statvfs sv;
+  if (statvfs("/dev/shm", &sv) == 0) {
+    m.shm_bytes = static_cast<uint64_t>(sv.f_blocks) * static_cast<uint64_t>(sv.f_frsize);
+  }
+  return m;
+}
+
+Status CheckMachineLimits(const Options& o, const MachineLimits& m) {
+  if (o.oversubscribe || !o.hosts.empty()) return Status::OK();
+  const uint64_t ranks = static_cast<uint64_t>(o.nodes) * static_cast<uint64_t>(o.ranks_per_node);
+  const uint64_t codecs = static_cast<uint64_t>(o.nodes) + static_cast<uint64_t>(o.spares);
+  const uint64_t procs = ranks + codecs;
+  const uint64_t cpus = static_cast<uint64_t>(std::max(1L, m.online_cpus));
+  const std::string what = "--nodes " + std::to_string(o.nodes) + " x --ranks-per-node " +
+                           std::to_string(o.ranks_per_node) + " application rank(s) + " + std::to_string(codecs) +
+                           " codec process(es) = " + std::to_string(procs) + " processes on this machine";
+  const std::string hint = "; give fewer --nodes, --ranks-per-node or --spares, use --hosts, or --oversubscribe";
+  if (procs > kProcessesPerCpu * cpus) {
+    return Status::InvalidArgument(what + ", more than it can run (" + std::to_string(kProcessesPerCpu) +
+                                   " per online CPU x " + std::to_string(cpus) + " = " +
+                                   std::to_string(kProcessesPerCpu * cpus) + ")" + hint);
+  }
+  if (m.max_processes > 0 && procs > m.max_processes) {
+    return Status::InvalidArgument(what + ", more than RLIMIT_NPROC (" + std::to_string(m.max_processes) + ")" + hint);
+  }
+  const unsigned __int128 stores = static_cast<unsigned __int128>(ranks) * o.capacity;
+  if (m.shm_bytes > 0 && stores > m.shm_bytes) {
+    return Status::InvalidArgument(std::to_string(ranks) + " store(s) of --capacity " + FormatSize(o.capacity) +
+                                   " need more than /dev/shm holds (" + FormatSize(m.shm_bytes) + ")" + hint);
+  }
+  return Status::OK();
 }
 
 }  // namespace dlckpt::run

@@ -62,13 +62,37 @@ struct Options {
   std::string codec;
   bool preload = false;
   bool keep = false;
+  bool oversubscribe = false;      // skip CheckMachineLimits
+  double term_grace = 1;           // on SIGTERM/SIGINT/SIGHUP: seconds between the jobs' SIGTERM and SIGKILL
   bool verbose = false;
   std::vector<std::string> program;  // after "--"
 };
 
+// Bounds of --capacity (bytes per store): at least one memfs block's worth of
+// room to work in, at most what any machine here could hold in memory.
+inline constexpr uint64_t kMinCapacity = 1ull << 20;  // 1 MiB
+inline constexpr uint64_t kMaxCapacity = 1ull << 40;  // 1 TiB
+
 // Parses argv. Returns EINVAL with a message for bad input; sets *help when
-// --help was given.
+// --help was given. Pure: looks at nothing but argv (see CheckMachineLimits).
 Result<Options> ParseOptions(int argc, char** argv, bool* help);
+
+// What this machine can run, for CheckMachineLimits.
+struct MachineLimits {
+  long online_cpus = 1;          // sysconf(_SC_NPROCESSORS_ONLN)
+  uint64_t max_processes = 0;    // RLIMIT_NPROC when it applies (not root, finite); 0: no limit
+  uint64_t shm_bytes = 0;        // size of the /dev/shm file system; 0: unknown
+};
+inline constexpr int kProcessesPerCpu = 64;
+// Reads the limits of the calling process's machine (sysconf, getrlimit, statvfs).
+MachineLimits ThisMachine();
+// With virtual nodes (no --hosts) every process of both jobs runs on this
+// machine: nodes x ranks-per-node application ranks plus one codec process per
+// node (data and spare). Refuses (EINVAL, with the numbers) more of them than
+// kProcessesPerCpu x online CPUs or than RLIMIT_NPROC, and stores (data ranks x
+// --capacity, pre-faulted) larger than /dev/shm. OK with --oversubscribe or
+// --hosts (the processes then spread over hosts this machine cannot see).
+Status CheckMachineLimits(const Options& o, const MachineLimits& m);
 Result<KillTrigger> ParseTrigger(const std::string& text);
 extern const char kUsage[];
 

@@ -99,9 +99,86 @@ TEST(RunOptionsTest, BadInputIsNamed) {
   EXPECT_NE(msg({"--scheme", "xor", "--spares-per-group", "2", "--spares", "2", "--", "a"}).find("--scheme rs"),
             std::string::npos);
   EXPECT_NE(msg({"--job", "a.b", "--", "a"}).find("--job"), std::string::npos);
+  EXPECT_NE(msg({"--job", "", "--", "a"}).find("--job"), std::string::npos);
   bool help = false;
   EXPECT_TRUE(Parse({"--help"}, &help).ok());
   EXPECT_TRUE(help);
+}
+
+TEST(RunOptionsTest, CapacityIsCheckedAtParseTime) {
+  auto msg = [](std::vector<std::string> a) { return Parse(a).status().message(); };
+  EXPECT_NE(msg({"--capacity", "0", "--", "a"}).find("--capacity 0: a store's capacity must be between 1M and 1T"),
+            std::string::npos);
+  EXPECT_NE(msg({"--capacity", "18446744073709551615", "--", "a"}).find("between 1M and 1T"), std::string::npos);
+  EXPECT_NE(msg({"--capacity", "1048575", "--", "a"}).find("between 1M and 1T"), std::string::npos);
+  EXPECT_NE(msg({"--capacity", "2T", "--", "a"}).find("between 1M and 1T"), std::string::npos);
+  EXPECT_NE(msg({"--capacity", "lots", "--", "a"}).find("--capacity"), std::string::npos);
+  EXPECT_EQ(Parse({"--capacity", "1M", "--", "a"})->capacity, kMinCapacity);
+  EXPECT_EQ(Parse({"--capacity", "1T", "--", "a"})->capacity, kMaxCapacity);
+  EXPECT_EQ(Parse({"--", "a"})->capacity, 256ull << 20);
+}
+
+TEST(RunOptionsTest, JobIdIsAValidName) {
+  auto msg = [](std::vector<std::string> a) { return Parse(a).status().message(); };
+  EXPECT_TRUE(Parse({"--job", std::string(63, 'j'), "--", "a"}).ok());
+  EXPECT_NE(msg({"--job", std::string(64, 'j'), "--", "a"}).find("want 1-63 of [A-Za-z0-9_-]"), std::string::npos);
+  EXPECT_NE(msg({"--job", "../x", "--", "a"}).find("--job '../x'"), std::string::npos);
+  EXPECT_NE(msg({"--job", "a/b", "--", "a"}).find("--job"), std::string::npos);
+  EXPECT_TRUE(Parse({"--job", "A-z_9", "--", "a"}).ok());
+}
+
+TEST(RunOptionsTest, SignalGraceAndOversubscribe) {
+  auto o = Parse({"--term-grace", "2.5", "--oversubscribe", "--", "a"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_DOUBLE_EQ(o->term_grace, 2.5);
+  EXPECT_TRUE(o->oversubscribe);
+  EXPECT_DOUBLE_EQ(Parse({"--", "a"})->term_grace, 1.0);
+  EXPECT_FALSE(Parse({"--", "a"})->oversubscribe);
+  EXPECT_FALSE(Parse({"--term-grace", "-1", "--", "a"}).ok());
+  EXPECT_FALSE(Parse({"--term-grace", "7200", "--", "a"}).ok());
+}
+
+TEST(RunOptionsTest, MachineLimits) {
+  MachineLimits two_cpus;
+  two_cpus.online_cpus = 2;
+  two_cpus.shm_bytes = 24ull << 30;
+  auto check = [&](std::vector<std::string> a, const MachineLimits& m) {
+    auto o = Parse(a);
+    EXPECT_TRUE(o.ok()) << o.status().ToString();
+    return o.ok() ? CheckMachineLimits(*o, m) : o.status();
+  };
+  // --nodes 5000 on 2 CPUs: 5000 ranks + 5001 codec processes.
+  Status s = check({"--nodes", "5000", "--", "a"}, two_cpus);
+  EXPECT_EQ(s.code(), EINVAL);
+  EXPECT_NE(s.message().find("= 10001 processes on this machine, more than it can run (64 per online CPU x 2 = 128)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("--oversubscribe"), std::string::npos);
+  EXPECT_TRUE(check({"--nodes", "5000", "--oversubscribe", "--", "a"}, two_cpus).ok());
+  // The bound itself: 128 processes pass, 129 do not.
+  EXPECT_TRUE(check({"--nodes", "63", "--spares", "2", "--capacity", "1M", "--", "a"}, two_cpus).ok());
+  EXPECT_FALSE(check({"--nodes", "63", "--spares", "3", "--capacity", "1M", "--", "a"}, two_cpus).ok());
+  EXPECT_FALSE(check({"--nodes", "8", "--ranks-per-node", "16", "--", "a"}, two_cpus).ok());
+  // Hosts: the processes are elsewhere.
+  EXPECT_TRUE(check({"--hosts", "slurm", "--nodes", "5000", "--", "a"}, two_cpus).ok());
+  // RLIMIT_NPROC.
+  MachineLimits nproc = two_cpus;
+  nproc.max_processes = 10;
+  EXPECT_TRUE(check({"--nodes", "4", "--spares", "1", "--capacity", "1M", "--", "a"}, nproc).ok());  // 9
+  s = check({"--nodes", "5", "--spares", "1", "--capacity", "1M", "--", "a"}, nproc);  // 11
+  EXPECT_NE(s.message().find("more than RLIMIT_NPROC (10)"), std::string::npos) << s.message();
+  EXPECT_TRUE(check({"--nodes", "4", "--spares", "1", "--", "a"}, two_cpus).ok());
+  // Stores are allocated up front: 8 ranks x 4 GiB do not fit in 24 GiB of /dev/shm.
+  s = check({"--nodes", "8", "--capacity", "4G", "--", "a"}, two_cpus);
+  EXPECT_NE(s.message().find("8 store(s) of --capacity"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("need more than /dev/shm holds"), std::string::npos) << s.message();
+  EXPECT_TRUE(check({"--nodes", "4", "--capacity", "4G", "--", "a"}, two_cpus).ok());
+  MachineLimits unknown_shm = two_cpus;
+  unknown_shm.shm_bytes = 0;
+  EXPECT_TRUE(check({"--nodes", "8", "--capacity", "4G", "--", "a"}, unknown_shm).ok());
+  // This machine's limits are sane.
+  MachineLimits here = ThisMachine();
+  EXPECT_GE(here.online_cpus, 1);
 }
 
 }  // namespace

@@ -1,15 +1,21 @@
 #include "supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -19,6 +25,7 @@
 #include "dlckpt/base/units.h"
 #include "launch.h"
 #include "procs.h"
+#include "run_dir.h"
 
 namespace dlckpt::run {
 
@@ -55,11 +62,61 @@ std::string Tail(const std::string& path, size_t lines) {
   return Join(last, " | ");
 }
 
+// ---- signals ---------------------------------------------------------------------
+// State shared with the signal handler: lock-free atomics only.
+std::atomic<int> g_signal{0};        // number of the first SIGTERM/SIGINT/SIGHUP, 0 before
+std::atomic<int> g_signals{0};       // how many came
+std::atomic<pid_t> g_app_pgid{-1};   // process groups the handler kills at a second signal
+std::atomic<pid_t> g_codec_pgid{-1};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<pid_t>::is_always_lock_free);
+
+void OnTerminationSignal(int sig) {
+  const int saved_errno = errno;
+  int expected = 0;
+  g_signal.compare_exchange_strong(expected, sig);
+  const int n = g_signals.fetch_add(1) + 1;
+  if (n >= 2) {
+    static const char kMsg[] = "dlckpt-run: second signal: killing the jobs now\n";
+    ssize_t w = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    (void)w;
+    for (pid_t g : {g_app_pgid.load(), g_codec_pgid.load()}) {
+      if (g > 1) kill(-g, SIGKILL);
+    }
+  }
+  if (n >= 3) _exit(128 + g_signal.load());
+  errno = saved_errno;
+}
+
+bool Hurry() { return g_signals.load() >= 2; }
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+void Sleep(double seconds) {
+  struct timespec ts{static_cast<time_t>(seconds), static_cast<long>((seconds - std::floor(seconds)) * 1e9)};
+  nanosleep(&ts, nullptr);  // a signal ends it early: the caller checks Terminating()
+}
+
 }  // namespace
+
+void InstallSignalHandlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnTerminationSignal;
+  sigfillset(&sa.sa_mask);  // one handler at a time: the count and the first number stay consistent
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+bool Supervisor::Terminating() { return g_signal.load() != 0; }
 
 Supervisor::Supervisor(Options options) : o_(std::move(options)), rng_(o_.seed) {}
 
-Supervisor::~Supervisor() = default;
+Supervisor::~Supervisor() {
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
 
 double Supervisor::Now() const {
   struct timespec ts;
@@ -102,13 +159,49 @@ std::vector<std::string> Supervisor::FreeNodes() const {
   return out;
 }
 
-Status Supervisor::Setup() {
-  if (o_.job.empty()) o_.job = "dlckpt" + std::to_string(getpid());
+Status Supervisor::LockRunDir() {
+  if (o_.job.empty()) o_.job = DefaultJobId();
+  if (!ValidJobName(o_.job)) return Status::InvalidArgument("job id '" + o_.job + "' is not a valid name");
   run_dir_ = o_.run_dir.empty() ? "/tmp/dlckpt-run." + o_.job : o_.run_dir;
-  std::error_code ec;
-  fs::create_directories(run_dir_, ec);
-  if (ec) return Status::Error(ec.value(), "create run directory " + run_dir_ + ": " + ec.message());
-  chmod(run_dir_.c_str(), 0700);
+  const std::string lock_path = run_dir_ + "/lock";
+  // A run that ends removes its run directory (and the lock file in it) while
+  // it still holds the lock: a lock taken on a file no longer at lock_path
+  // guards nothing, so try again with the directory as it is now.
+  for (int attempt = 0;; ++attempt) {
+    bool made = false;
+    DLCKPT_ASSIGN_OR_RETURN(int dir_fd, OpenRunDir(run_dir_, &made));
+    made_run_dir_ = made_run_dir_ || made;
+    int fd = openat(dir_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int err = errno;
+    close(dir_fd);
+    if (fd < 0) return Status::FromErrno(err, "open " + lock_path);
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      err = errno;
+      char buf[32] = {0};
+      ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+      close(fd);
+      if (err != EWOULDBLOCK) return Status::FromErrno(err, "lock " + lock_path);
+      long holder = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+      return Status::Error(EBUSY, "job " + o_.job + " is already running (lock " + lock_path + " held by " +
+                                      (holder > 0 ? "pid " + std::to_string(holder) : "another process") +
+                                      "); choose another --job");
+    }
+    struct stat held, now;
+    if (fstat(fd, &held) == 0 && stat(lock_path.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+        held.st_ino == now.st_ino) {
+      std::string pid = std::to_string(getpid()) + "\n";
+      if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+        Log("warning: cannot write the pid into " + lock_path + ": " + std::strerror(errno));
+      }
+      lock_fd_ = fd;
+      return Status::OK();
+    }
+    close(fd);
+    if (attempt >= 10) return Status::Error(EBUSY, lock_path + " keeps disappearing; is job " + o_.job + " ending?");
+  }
+}
+
+Status Supervisor::Setup() {
   rendezvous_ = run_dir_ + "/rendezvous";
   events_path_ = run_dir_ + "/events";
   codec_log_ = run_dir_ + "/codec.log";
@@ -242,6 +335,8 @@ Status Supervisor::LaunchCodec() {
   }
   codec_exited_ = false;
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, LaunchJob(job, codec_log_, env));
+  codec_pgid_ = codec_pid_;  // Spawn made it a session (and group) leader
+  g_codec_pgid.store(codec_pgid_);
   // Wait for the rendezvous, unless the codec job dies first.
   double deadline = Now() + 120;
   codec::ClientOptions co;
@@ -255,6 +350,7 @@ Status Supervisor::LaunchCodec() {
   for (;;) {
     Status r = codec_->Connect();
     if (r.ok()) return Status::OK();
+    if (Terminating()) return Status::Error(EINTR, "terminated while the codec service started");
     if (r.code() != ETIMEDOUT && r.code() != ENOENT) return r;
     Tick();
     if (codec_exited_) {
@@ -303,6 +399,8 @@ Status Supervisor::LaunchApp() {
   }
   app_initialised_ = false;
   DLCKPT_ASSIGN_OR_RETURN(app_pid_, LaunchJob(job, "", {}));
+  app_pgid_ = app_pid_;
+  g_app_pgid.store(app_pgid_);
   return Status::OK();
 }
 
@@ -472,6 +570,7 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
   }
   for (;;) {
     Tick();
+    if (Terminating()) return Outcome::kTerminated;
     if (!app_done && Reap(app_pid_, app_status)) {
       app_done = true;
       app_pid_ = -1;
@@ -498,15 +597,19 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
 
 void Supervisor::StopCodec() {
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
-  if (codec_) {
+  if (codec_ && !Terminating()) {
     Status r = codec_->Shutdown(30000);
     if (!r.ok()) Log("codec shutdown: " + r.ToString());
   }
-  if (codec_pid_ > 0) {
-    if (WaitExit(codec_pid_, 30, nullptr)) {
+  double deadline = Now() + 30;
+  while (codec_pid_ > 0 && !Terminating()) {
+    if (Reap(codec_pid_, nullptr)) {
       codec_pid_ = -1;
-    } else {
+    } else if (Now() > deadline) {
       Log("codec did not exit; killing it");
+      break;
+    } else {
+      Sleep(0.01);
     }
   }
 }
@@ -541,7 +644,7 @@ void Supervisor::TearDownJobs() {
       if (*pid > 0 && Reap(*pid, nullptr)) *pid = -1;
       alive = alive || *pid > 0;
     }
-    if (!alive) break;
+    if (!alive || Terminating()) break;  // after a signal, Terminate() ends what is left
     double waited = Now() - start;
     if (waited > 1 && !again) {
       again = true;
@@ -561,7 +664,7 @@ void Supervisor::TearDownJobs() {
     nanosleep(&ts, nullptr);
   }
   // Whatever is left of the job (ranks orphaned by a killed launcher).
-  for (int round = 0; round < 50; ++round) {
+  for (int round = 0; round < 50 && !Terminating(); ++round) {
     auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job});
     if (pids.empty()) break;
     Signal(pids, round < 10 ? SIGTERM : SIGKILL);
@@ -598,6 +701,7 @@ Status Supervisor::Recover(RecoveryTimes* t, int* exit_code) {
 }
 
 Status Supervisor::WhileWaiting() {
+  if (Terminating()) return Status::Error(EINTR, "terminated by " + SignalName(g_signal.load()));
   Tick();
   if (heartbeat_failure_) return Status::Error(EHOSTDOWN, "a node stopped answering heartbeats");
   if (codec_exited_) return Status::Error(ECHILD, "the codec job ended");
@@ -607,6 +711,7 @@ Status Supervisor::WhileWaiting() {
 Status Supervisor::WaitForAppInit(double timeout) {
   double deadline = Now() + timeout;
   while (!app_initialised_) {
+    if (Terminating()) return Status::Error(EINTR, "terminated by " + SignalName(g_signal.load()));
     Tick();
     int st;
     if (app_pid_ > 0 && Reap(app_pid_, &st)) {
@@ -624,7 +729,7 @@ Status Supervisor::WaitForAppInit(double timeout) {
 }
 
 void Supervisor::Cleanup(int exit_code) {
-  if (exit_code != 0 && !o_.verbose) {
+  if (exit_code != 0 && !o_.verbose && !Terminating()) {
     // The codec's own words, before its log goes with the run directory.
     auto log = Env::Default()->ReadFile(codec_log_);
     if (log.ok() && !log->empty()) {
@@ -648,13 +753,15 @@ void Supervisor::Cleanup(int exit_code) {
       for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
     }
   }
+  // The lock file goes with the directory; the lock itself holds until exit.
   std::error_code ec;
   fs::remove_all(run_dir_, ec);
 }
 
-void Supervisor::PrintSummary(int exit_code) {
+void Supervisor::PrintSummary(int exit_code, const std::string& note) {
   std::ostringstream os;
-  os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << "; " << checkpoints_
+  os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << (note.empty() ? "" : " (" + note + ")")
+     << "; " << checkpoints_
      << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "")
      << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
   for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
@@ -676,23 +783,93 @@ void Supervisor::PrintSummary(int exit_code) {
   std::fputs(os.str().c_str(), stderr);
 }
 
+int Supervisor::Finish(int exit_code, const std::string& note) {
+  PrintSummary(exit_code, note);
+  Cleanup(exit_code);
+  return exit_code;
+}
+
+int Supervisor::Terminate() {
+  const int sig = g_signal.load();
+  const std::string name = SignalName(sig);
+  Log("terminated by " + name + ": stopping the application and the codec service");
+  codec_.reset();
+  if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
+  // Virtual nodes powered off by us: their stopped processes die at once.
+  Signal(frozen_, SIGKILL);
+  frozen_.clear();
+  // Everything of the job: both launchers' process groups, and every process
+  // with the job's environment. (Hydra's proxies and ranks each sit in a session
+  // of their own: the proxies end their ranks and themselves when mpiexec goes,
+  // the ranks carry DLCKPT_JOB.) Slurm steps are cancelled through Slurm.
+  if (o_.launcher == "srun") KillSlurmSteps(o_);
+  const std::vector<pid_t> groups{app_pgid_, codec_pgid_};
+  auto signal_all = [&](int s) {
+    for (pid_t g : groups) {
+      if (g > 1) kill(-g, s);
+    }
+    Signal(FindProcesses({"DLCKPT_JOB=" + o_.job}), s);
+  };
+  auto all_gone = [&] {
+    for (pid_t* pid : {&app_pid_, &codec_pid_}) {
+      if (*pid > 0 && Reap(*pid, nullptr)) *pid = -1;
+    }
+    if (app_pid_ > 0 || codec_pid_ > 0) return false;
+    for (pid_t g : groups) {
+      if (g > 1 && (kill(-g, 0) == 0 || errno != ESRCH)) return false;
+    }
+    return FindProcesses({"DLCKPT_JOB=" + o_.job}).empty();
+  };
+  const double t0 = Now();
+  bool gone = all_gone();
+  if (!gone && !Hurry()) {
+    signal_all(SIGTERM);
+    while (!(gone = all_gone()) && !Hurry() && Now() - t0 < o_.term_grace) Sleep(0.02);
+  }
+  // SIGKILL for what is left, again until it is gone (a process forked meanwhile).
+  for (double t1 = Now(); !gone && Now() - t1 < 10;) {
+    signal_all(SIGKILL);
+    Sleep(0.02);
+    gone = all_gone();
+  }
+  if (!gone) Log("warning: processes of job " + o_.job + " survived SIGKILL");
+  if (o_.verbose) Log("jobs stopped in " + Fixed(Now() - t0) + " s");
+  return Finish(128 + sig, "terminated by " + name);
+}
+
 int Supervisor::Run() {
-  Status s = Setup();
+  run_start_ = Now();
+  // The job's lock first: a job id in use by another run is refused before
+  // anything of that job (its stores, run directory, processes) is touched.
+  Status s = LockRunDir();
+  if (!s.ok()) {
+    Log(s.message());
+    if (made_run_dir_ && lock_fd_ < 0) rmdir(run_dir_.c_str());
+    return s.code() == EBUSY ? kExitJobBusy : kExitSetup;
+  }
+  s = Setup();
   if (!s.ok()) {
     Log(s.ToString());
-    if (o_.run_dir.empty() && !run_dir_.empty()) rmdir(run_dir_.c_str());  // ours, if still empty
+    // Nothing was launched: the run directory holds the lock and, if any, the events.
+    if (made_run_dir_) {
+      std::error_code ec;
+      fs::remove_all(run_dir_, ec);
+    } else {
+      unlink((run_dir_ + "/lock").c_str());
+    }
     return kExitSetup;
   }
-  run_start_ = Now();
+  if (Terminating()) return Terminate();
   s = LaunchCodec();
-  if (s.ok()) s = LaunchApp();
+  if (s.ok() && !Terminating()) s = LaunchApp();
   // Timed and random failures count from the application's launch.
   start_ = Now();
+  if (Terminating()) return Terminate();
   if (!s.ok()) {
     Log(s.ToString());
     TearDownJobs();
-    Cleanup(kExitSetup);
-    return kExitSetup;
+    if (Terminating()) return Terminate();
+    return Finish(kExitSetup);
   }
   Log("job " + o_.job + ": " + std::to_string(o_.nodes) + " data node(s) x " +
       std::to_string(o_.ranks_per_node) + " rank(s), " + std::to_string(o_.spares) + " spare(s), " +
@@ -704,20 +881,18 @@ int Supervisor::Run() {
     int checkpoints_before = checkpoints_;
     size_t kills_before = kills_log_.size();
     Outcome out = Monitor(&app_status);
+    if (out == Outcome::kTerminated) return Terminate();
     if (out == Outcome::kDone) {
       StopCodec();
       TearDownJobs();
-      int rc = WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1;
-      PrintSummary(rc);
-      Cleanup(rc);
-      return rc;
+      if (Terminating()) return Terminate();
+      return Finish(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
     }
     if (out == Outcome::kTimeout) {
       Log("--timeout " + Fixed(o_.timeout, 0) + " s reached; stopping the job");
       TearDownJobs();
-      PrintSummary(124);
-      Cleanup(124);
-      return 124;
+      if (Terminating()) return Terminate();
+      return Finish(124);
     }
     // A failure.
     RecoveryTimes t;
@@ -725,13 +900,15 @@ int Supervisor::Run() {
     bool injected = kills_log_.size() > kills_before || last_kill_ >= 0;
     double t_teardown = Now();
     TearDownJobs();
+    if (Terminating()) return Terminate();
     t.teardown = Now() - t_teardown;
     if (checkpoints_ == checkpoints_before && !injected) {
       if (++failures_without_progress >= 2) {
         Log("the application failed twice without a node loss and without progress; giving up");
-        PrintSummary(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
-        Cleanup(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
-        return WIFEXITED(app_status) && WEXITSTATUS(app_status) ? WEXITSTATUS(app_status) : 1;
+        // The application's own failure status, else 1 (it may have ended well
+        // while the codec job failed, or not have ended at all).
+        const bool app_failed = WIFEXITED(app_status) && WEXITSTATUS(app_status) != 0;
+        return Finish(app_failed ? WEXITSTATUS(app_status) : 1);
       }
     } else {
       failures_without_progress = 0;
@@ -741,31 +918,26 @@ int Supervisor::Run() {
       ++recoveries_started_;
       if (recoveries_started_ > o_.max_recoveries) {
         Log("recovery limit reached (--max-recoveries " + std::to_string(o_.max_recoveries) + ")");
-        PrintSummary(kExitTooManyRecoveries);
-        Cleanup(kExitTooManyRecoveries);
-        return kExitTooManyRecoveries;
+        return Finish(kExitTooManyRecoveries);
       }
       in_recovery_ = true;
       int code = 0;
       s = Recover(&t, &code);
       in_recovery_ = false;
+      if (Terminating()) return Terminate();
       if (s.ok()) break;
       if (code == kExitUnrecoverable) {
         Log(s.message());
         StopCodec();  // the survivors' codec processes remove their stores (unless --keep)
         TearDownJobs();
-        PrintSummary(kExitUnrecoverable);
-        Cleanup(kExitUnrecoverable);
-        return kExitUnrecoverable;
+        if (Terminating()) return Terminate();
+        return Finish(kExitUnrecoverable);
       }
       Log("recovery failed: " + s.ToString());
       bool another_failure = last_kill_ >= 0;
       TearDownJobs();
-      if (!another_failure) {
-        PrintSummary(kExitSetup);
-        Cleanup(kExitSetup);
-        return kExitSetup;
-      }
+      if (Terminating()) return Terminate();
+      if (!another_failure) return Finish(kExitSetup);
       Log("a node failed during the recovery; starting over");
       t.detection += Now() - last_kill_;
       last_kill_ = -1;
@@ -773,13 +945,13 @@ int Supervisor::Run() {
     double t_launch = Now();
     s = LaunchApp();
     if (s.ok()) s = WaitForAppInit(300);
+    if (Terminating()) return Terminate();
     if (!s.ok()) {
       Log("relaunch failed: " + s.ToString());
       if (last_kill_ < 0) {
         TearDownJobs();
-        PrintSummary(kExitSetup);
-        Cleanup(kExitSetup);
-        return kExitSetup;
+        if (Terminating()) return Terminate();
+        return Finish(kExitSetup);
       }
       continue;  // a failure injected right at relaunch: handled by the next round
     }

@@ -23,8 +23,22 @@
 
 namespace dlckpt::run {
 
-// Exit codes of dlckpt-run besides the application's own.
-enum ExitCode : int { kExitUnrecoverable = 3, kExitTooManyRecoveries = 4, kExitSetup = 5 };
+// Exit codes of dlckpt-run besides the application's own (and 2 for bad
+// options, 124 at --timeout, 128 + N after signal N).
+enum ExitCode : int {
+  kExitUnrecoverable = 3,
+  kExitTooManyRecoveries = 4,
+  kExitSetup = 5,
+  kExitJobBusy = 6,  // another running dlckpt-run holds the job's lock
+};
+
+// Makes SIGTERM, SIGINT and SIGHUP stop the Supervisor of this process. The
+// handler only records the first signal's number; from the second signal on it
+// also sends SIGKILL to the process groups of both jobs at once, and a third
+// ends the process at once (_exit(128 + N)). Every wait of the Supervisor
+// checks the record and then stops the job (Supervisor::Run). Call once, from
+// the main thread, before Run; not for use with several Supervisors.
+void InstallSignalHandlers();
 
 class Supervisor {
  public:
@@ -41,8 +55,11 @@ class Supervisor {
     double detection = 0, teardown = 0, survey = 0, rebuild = 0, relaunch = 0;
     std::string what;
   };
-  enum class Outcome { kDone, kFailure, kTimeout };
+  enum class Outcome { kDone, kFailure, kTimeout, kTerminated };
 
+  // Creates (or checks) the run directory and takes the job's lock in it,
+  // held until the process exits. EBUSY when another process holds it.
+  Status LockRunDir();
   Status Setup();
   Status LaunchCodec();
   Status LaunchApp();
@@ -67,7 +84,17 @@ class Supervisor {
   // Run while a request to the codec waits: follows the jobs; an error ends the wait.
   Status WhileWaiting();
   void Cleanup(int exit_code);
-  void PrintSummary(int exit_code);
+  void PrintSummary(int exit_code, const std::string& note = "");
+  // Prints the summary, cleans up and returns exit_code: every end of a run
+  // that launched anything goes through it, so the summary names the status
+  // the process exits with.
+  int Finish(int exit_code, const std::string& note = "");
+  // A signal came (InstallSignalHandlers): true from then on.
+  static bool Terminating();
+  // Stops both jobs after a signal (SIGTERM to their process groups and to
+  // orphans of the job, SIGKILL after --term-grace or at a second signal),
+  // reaps them, then Finish(128 + signal).
+  int Terminate();
   void Log(const std::string& msg) const;
   double Now() const;
   std::vector<std::string> LiveNodes() const;
@@ -80,6 +107,9 @@ class Supervisor {
                           const std::vector<std::string>& extra_env);
 
   Options o_;
+  int lock_fd_ = -1;              // RUN_DIR/lock, flock'ed; closed (released) at exit
+  bool made_run_dir_ = false;     // this run created the run directory
+  pid_t codec_pgid_ = -1, app_pgid_ = -1;  // process groups of the latest launches
   std::string run_dir_, rendezvous_, events_path_, codec_log_;
   std::vector<std::string> nodes_;  // data nodes then spares
   std::set<std::string> dead_;

@@ -64,6 +64,8 @@ if [ "$expect_rc" = any ]; then
   esac
 fi
 [ "$rc" = "$expect_rc" ] || fail "dlckpt-run exited $rc, expected $expect_rc"
+summary_rc=$(sed -n 's/^dlckpt-run: summary of job [^:]*: exit \([0-9]*\).*/\1/p' "$out")
+[ "$summary_rc" = "$rc" ] || fail "the summary says exit '$summary_rc' but dlckpt-run exited $rc"
 if [ "$expect_rc" = 0 ] && [ "$scenario" = mtbf ]; then
   got=$(sed -n 's/^checksum: //p' "$out")
   [ "$got" = "$ref" ] || fail "checksum '$got' differs from the failure-free run's '$ref'"

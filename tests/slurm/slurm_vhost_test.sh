@@ -5,7 +5,10 @@
 # as job steps placed host by host (--distribution=arbitrary); host s-1 is
 # crashed after checkpoint 3 (every process and its memory gone); the lost store
 # is rebuilt on the spare host and the application, relaunched there through
-# srun, must end with the checksum of a failure-free run.
+# srun, must end with the checksum of a failure-free run. The crash takes a
+# moment to land, and checkpoints go on meanwhile: the epoch restored must be
+# the newest one whose encode completed before the recovery began, as the
+# job's events (dlckpt-run -v) record, and at least 3.
 #
 # usage: slurm_vhost_test.sh BIN_DIR
 set -uo pipefail
@@ -64,7 +67,7 @@ t=$SECONDS
 timeout -k 5 240 salloc --quiet -N 5 --no-kill \
   "$bin/dlckpt-run" --job "$job" --run-dir "$cluster/run" --timeout 180 --launcher srun --hosts slurm \
   --nodes 4 --spares 1 --heartbeat-address "$head" --kill-command "$VH {how} {node}" \
-  --srun-args "--export=ALL,LD_PRELOAD=$fix" --kill-node "$P-1" --at checkpoint:3 ${DLCKPT_TEST_VERBOSE:+-v} -- "${app[@]}" \
+  --srun-args "--export=ALL,LD_PRELOAD=$fix" --kill-node "$P-1" --at checkpoint:3 -v -- "${app[@]}" \
   >"$out" 2>&1 </dev/null
 rc=$?
 echo "dlckpt-run exited $rc after $((SECONDS - t)) s"
@@ -72,9 +75,12 @@ echo "dlckpt-run exited $rc after $((SECONDS - t)) s"
 got=$(sed -n 's/^checksum: //p' "$out")
 [ "$got" = "$ref" ] || fail "checksum '$got' differs from the failure-free run's '$ref'"
 grep -q "hosts of the Slurm allocation: $P-0,$P-1,$P-2,$P-3,$P-4" "$out" || fail "not the allocation's hosts"
-grep -q "recovery 1: restore epoch 3; lost node(s) $P-1; rebuild group 0 member $P-1 on $P-4" "$out" ||
-  fail "no rebuild of $P-1 on $P-4"
+protected=$(sed -n '/event: codec recover-begin/q; s/^dlckpt-run: event: codec encode-end \([0-9]*\) 0$/\1/p' "$out" | tail -1)
+[ -n "$protected" ] && [ "$protected" -ge 3 ] || fail "no encode of checkpoint 3 or later completed before the recovery"
+grep -q "recovery 1: restore epoch $protected; lost node(s) $P-1; rebuild group 0 member $P-1 on $P-4" "$out" ||
+  fail "no rebuild of $P-1 on $P-4 restoring epoch $protected, the newest protected at the crash"
 grep -q "restarted from iteration" "$out" || fail "the application did not restart from a checkpoint"
 [ -n "${DLCKPT_TEST_VERBOSE:-}" ] && grep -v "event:" "$out"
+echo "restored epoch $protected, the newest protected when $P-1 crashed"
 grep -E "^dlckpt-run: (killing|recovery|  )|^METRIC" "$out"
 echo "slurm_vhost_test: ok"

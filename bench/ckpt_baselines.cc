@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "bench_mpi.h"
+#include "dlckpt/base/version.h"
 
 namespace {
 
@@ -173,7 +174,16 @@ void Reduce(const std::vector<size_t>& mibs, int reps) {
 
 }  // namespace
 
+const char kUsage[] =
+    "usage: mpiexec -n N dlckpt-bench-ckpt-baselines [--mib 16,64,256] [--groups 4:1,8:2]"
+    " [--reps R]\n  N = 1: memcpy and ISA-L; N > 1: MPI_Reduce over N ranks\n";
+
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
+  if (dlckpt_help_requested(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
@@ -205,9 +215,7 @@ int main(int argc, char** argv) {
   }
   if (mibs.empty()) {
     if (g_rank == 0) {
-      std::fprintf(stderr,
-                   "usage: mpiexec -n N dlckpt-bench-ckpt-baselines [--mib 16,64,256] [--groups 4:1,8:2]"
-                   " [--reps R]\n  N = 1: memcpy and ISA-L; N > 1: MPI_Reduce over N ranks\n");
+      std::fputs(kUsage, stderr);
     }
     MPI_Finalize();
     return 2;

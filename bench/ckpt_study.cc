@@ -40,6 +40,7 @@
 
 #include "dlckpt/dlckpt.h"
 #include "dlckpt/base/events.h"
+#include "dlckpt/base/version.h"
 
 #include "bench_mpi.h"
 
@@ -155,6 +156,11 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
+  if (dlckpt_help_requested(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/version.h"
 #include "dlckpt/codec/erasure.h"
 
 using dlckpt::codec::Combination;
@@ -224,6 +225,7 @@ class BestReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   using benchmark::RegisterBenchmark;
   struct Pair {
     std::string name;

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/version.h"
 #include "dlckpt/codec/erasure.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/codec/reduce_transport.h"
@@ -46,8 +47,8 @@ struct Args {
   bool verbose = false;
 };
 
-void Usage() {
-  std::fprintf(stderr,
+void Usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: mpiexec -n N dlckpt-bench-codec-mpi [--mode encode|rebuild] [--spares K]\n"
                "         [--spare-nodes P] [--group-size G] [--mib M] [--iters I] [--chunk BYTES]\n"
                "         [--verbose]   (per-rank statistics of the last run)\n"
@@ -158,6 +159,11 @@ void Die(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
+  if (dlckpt_help_requested(argc, argv)) {
+    Usage(stdout);
+    return 0;
+  }
   MPI_Init(&argc, &argv);
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);

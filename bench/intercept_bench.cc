@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "dlckpt/base/names.h"
+#include "dlckpt/base/version.h"
 
 namespace {
 
@@ -54,6 +55,7 @@ double Best(int reps, const std::string& path, const std::function<bool(const st
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   int reps = 5;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {

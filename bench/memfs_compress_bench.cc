@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/version.h"
 #include "dlckpt/memfs/memfs.h"
 
 namespace {
@@ -147,6 +148,7 @@ class Case {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   size_t mib = 64, record_kib = 1024;
   int epochs = 6;
   for (int i = 1; i < argc; ++i) {

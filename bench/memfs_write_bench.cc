@@ -18,6 +18,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "dlckpt/base/version.h"
 #include "dlckpt/memfs/memfs.h"
 
 namespace {
@@ -115,6 +116,7 @@ class Recorder : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   std::vector<char*> args(argv, argv + argc);
   std::string reps = "--benchmark_repetitions=5";
   bool has_reps = false;

@@ -43,6 +43,7 @@
 
 #include "bench_mpi.h"
 #include "dlckpt/base/node.h"
+#include "dlckpt/base/version.h"
 
 using namespace dlckpt;
 using namespace dlckpt::ior;
@@ -351,6 +352,7 @@ std::string DirOf(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);

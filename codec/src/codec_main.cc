@@ -16,6 +16,7 @@
 #include "dlckpt/base/node.h"
 #include "dlckpt/codec/heartbeat.h"
 #include "dlckpt/base/units.h"
+#include "dlckpt/base/version.h"
 
 namespace {
 
@@ -65,6 +66,7 @@ int Usage(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   dlckpt::codec::ServiceConfig cfg;
   if (const char* j = std::getenv("DLCKPT_JOB")) cfg.job = j;
   std::string scheme, mode = "service";

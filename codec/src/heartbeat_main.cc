@@ -26,6 +26,7 @@
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/node.h"
+#include "dlckpt/base/version.h"
 #include "dlckpt/codec/heartbeat.h"
 
 namespace hb = dlckpt::heartbeat;
@@ -457,6 +458,7 @@ int CmdBench(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   if (argc < 2) return Usage("no command");
   std::string cmd = argv[1];
   for (int i = 1; i < argc; ++i) {

@@ -6,8 +6,10 @@
 
 #include "run_options.h"
 #include "supervisor.h"
+#include "dlckpt/base/version.h"
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   bool help = false;
   auto opts = dlckpt::run::ParseOptions(argc, argv, &help);
   if (help) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlckpt/base/node.h"
+#include "dlckpt/base/version.h"
 #include "dlckpt/fuse/control.h"
 #include "dlckpt/fuse/job.h"
 
@@ -265,6 +266,7 @@ int Run(const JobArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
     if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
       std::fputs(kUsage, stdout);

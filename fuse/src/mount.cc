@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/version.h"
 #include "dlckpt/fuse/mount.h"
 #include "filesystem.h"
 

@@ -12,6 +12,7 @@
 
 #include "dlckpt/memfs/memfs.h"
 #include "dlckpt/base/units.h"
+#include "dlckpt/base/version.h"
 
 namespace dlckpt::memfs {
 namespace {
@@ -371,4 +372,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace dlckpt::memfs
 
-int main(int argc, char** argv) { return dlckpt::memfs::Main(argc, argv); }
+int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
+  return dlckpt::memfs::Main(argc, argv);
+}

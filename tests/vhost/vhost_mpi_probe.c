@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlckpt/base/version.h"
+
 static void nap_us(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -72,6 +74,7 @@ static int fill_shm(const char* name, long mib, int rank) {
 }
 
 int main(int argc, char** argv) {
+  if (dlckpt_version_requested(argc, argv)) return 0;
   long shm_mib = 0;
   double loop_s = 0;
   int unlink_shm = 0;
@@ -85,8 +88,10 @@ int main(int argc, char** argv) {
     } else if (strcmp(argv[i], "--unlink") == 0) {
       unlink_shm = 1;
     } else {
-      fprintf(stderr, "usage: %s [--shm MIB] [--loop SECS] [--unlink] [--tag WORD]\n", argv[0]);
-      return 2;
+      int help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+      fprintf(help ? stdout : stderr, "usage: %s [--shm MIB] [--loop SECS] [--unlink] [--tag WORD]\n",
+              argv[0]);
+      return help ? 0 : 2;
     }
   }
 

@@ -26,24 +26,13 @@
 #include "launch.h"
 #include "procs.h"
 #include "run_dir.h"
+#include "text.h"
 
 namespace dlckpt::run {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string Join(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
-
-std::string Fixed(double v, int digits = 2) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 // The last lines of a log, joined with " | " (for messages that outlive the run directory).
 std::string Tail(const std::string& path, size_t lines) {
@@ -405,162 +394,7 @@ Status Supervisor::LaunchApp() {
 }
 
 // ---- watching ------------------------------------------------------------------
-
-void Supervisor::ScheduleKill(size_t spec, double at) {
-  if (kill_done_[spec] || kill_at_[spec] >= 0) return;
-  kill_at_[spec] = at;
-}
-
-void Supervisor::HandleEvent(const events::Event& e) {
-  if (o_.verbose) {
-    Log("event: " + e.source + " " + e.name + (e.args.empty() ? "" : " " + Join(e.args, " ")));
-  }
-  uint64_t epoch = e.args.empty() ? 0 : std::strtoull(e.args[0].c_str(), nullptr, 10);
-  if (e.source == "app" && e.name == "init") {
-    app_initialised_ = true;
-    app_init_time_ = static_cast<double>(e.ns) / 1e9;
-  }
-  if (e.source == "codec" && e.name == "protection") {
-    Log("warning: codec protection " + Join(e.args, " "));
-  }
-  if (e.source == "app" && e.name == "ckpt-end" && e.args.size() >= 2 && e.args[1] == "0") {
-    ++checkpoints_;
-    last_epoch_ = epoch;
-  }
-  for (size_t i = 0; i < o_.kills.size(); ++i) {
-    const KillTrigger& t = o_.kills[i].at;
-    bool fire = false;
-    switch (t.kind) {
-      case KillTrigger::kCheckpoint:
-        fire = e.source == "app" && e.name == "ckpt-end" && epoch == t.epoch;
-        break;
-      case KillTrigger::kEncode:
-        fire = e.source == "codec" && e.name == "encode-begin" && (t.epoch == 0 || epoch == t.epoch);
-        break;
-      case KillTrigger::kWrite:
-        fire = e.source == "app" && e.name == "write-begin" && (t.epoch == 0 || epoch == t.epoch);
-        break;
-      case KillTrigger::kRecover:
-        fire = e.source == "codec" && e.name == "rebuild-begin" && in_recovery_ &&
-               recoveries_started_ == t.occurrence;
-        break;
-      case KillTrigger::kTime:
-        break;
-    }
-    if (fire) ScheduleKill(i, Now() + t.delay);
-  }
-}
-
-void Supervisor::Tick() {
-  for (const auto& e : follower_->Poll()) HandleEvent(e);
-  double now = Now();
-  // A codec job that ended takes every node's heartbeats with it: that is
-  // not a loss of every node, so stop watching until the next launch.
-  if (codec_pid_ > 0 && Reap(codec_pid_, &codec_status_)) {
-    codec_pid_ = -1;
-    codec_exited_ = true;
-    if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
-  }
-  // Nodes whose codec process went silent: lost even if no launcher noticed
-  // (a power-off). They are fenced (killed) so they can never come back.
-  if (heartbeat_) {
-    for (const auto& node : heartbeat_->Suspects(Env::Default()->NowNanos())) {
-      if (heartbeat_failure_ && dead_.count(node)) continue;
-      heartbeat_failure_ = true;
-      double silent = o_.heartbeat_timeout;
-      if (auto st = heartbeat_->Node(node); st && st->heard) {
-        silent = static_cast<double>(Env::Default()->NowNanos() - st->last_heard_ns) / 1e9;
-      }
-      Log("node " + node + " missed its heartbeats for " + Fixed(silent, 1) + " s: declaring it lost");
-      if (last_kill_ >= 0) {
-        std::printf("METRIC heartbeat_detection_seconds %.3f s target < 3\n", now - last_kill_);
-        std::fflush(stdout);
-      }
-      double keep = last_kill_;
-      if (!dead_.count(node)) KillNodes({node}, "no heartbeat", /*poweroff=*/true);  // fencing
-      if (keep >= 0) last_kill_ = keep;
-      // A virtual node powered off by us: its stopped processes die now.
-      Signal(frozen_, SIGKILL);
-      frozen_.clear();
-    }
-  }
-  for (size_t i = 0; i < o_.kills.size(); ++i) {
-    const KillSpec& k = o_.kills[i];
-    if (kill_done_[i]) continue;
-    if (k.at.kind == KillTrigger::kTime && start_ > 0 && kill_at_[i] < 0) {
-      kill_at_[i] = start_ + k.at.seconds + k.at.delay;
-    }
-    if (kill_at_[i] >= 0 && now >= kill_at_[i]) {
-      kill_done_[i] = true;
-      if (k.ranks) {
-        CrashRanks(k.nodes, "--at " + k.text);
-      } else {
-        KillNodes(k.nodes, "--at " + k.text, k.poweroff);
-      }
-    }
-  }
-  if (o_.mtbf > 0 && start_ > 0 && random_kills_ < o_.max_failures) {
-    if (next_random_kill_ < 0) {
-      std::uniform_real_distribution<double> u(0.0, 1.0);
-      double x = -std::log(1.0 - u(rng_));  // Exp(1)
-      double gap = o_.mtbf * std::pow(x, 1.0 / o_.weibull_shape) /
-                   std::tgamma(1.0 + 1.0 / o_.weibull_shape);  // mean = mtbf
-      next_random_kill_ = now + gap;
-    } else if (now >= next_random_kill_ && !in_recovery_) {
-      std::vector<std::string> live = LiveNodes();
-      if (!live.empty()) {
-        std::uniform_int_distribution<size_t> pick(0, live.size() - 1);
-        ++random_kills_;
-        KillNodes({live[pick(rng_)]}, "--mtbf " + Fixed(o_.mtbf, 1));
-      }
-      next_random_kill_ = -1;
-    }
-  }
-}
-
-void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::string& why, bool poweroff) {
-  double start = Now();
-  const std::string how = poweroff ? "poweroff" : "crash";
-  for (const auto& node : nodes) {
-    if (dead_.count(node)) continue;
-    dead_.insert(node);
-    kills_log_.push_back(node + " (" + (poweroff ? "power-off, " : "") + why + ")");
-    Log((poweroff ? "powering off node " : "killing node ") + node + " (" + why + ")");
-    if (!o_.kill_command.empty()) {
-      std::string cmd = o_.kill_command;
-      for (size_t p; (p = cmd.find("{node}")) != std::string::npos;) cmd.replace(p, 6, node);
-      for (size_t p; (p = cmd.find("{how}")) != std::string::npos;) cmd.replace(p, 5, how);
-      int rc = std::system(cmd.c_str());
-      if (rc != 0) Log("kill command '" + cmd + "' failed (" + DescribeStatus(rc) + ")");
-    } else {
-      // A virtual node: its processes and its shared memory. A power-off stops the
-      // processes (silent, like a dead machine: no launcher notices) and kills them
-      // once the heartbeats' silence is detected (Tick) or the jobs are torn down.
-      for (int round = 0; round < 3; ++round) {
-        auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job, "DLCKPT_NODE=" + node});
-        std::erase_if(pids, [&](pid_t p) { return std::count(frozen_.begin(), frozen_.end(), p) > 0; });
-        if (pids.empty()) break;
-        Signal(pids, poweroff ? SIGSTOP : SIGKILL);
-        if (poweroff) frozen_.insert(frozen_.end(), pids.begin(), pids.end());
-      }
-      auto names = Env::Default()->ListShm(NodePrefix(o_.job, node));
-      if (names.ok()) {
-        for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
-      }
-    }
-  }
-  last_kill_ = start;  // detection times count from the start of the kill
-}
-
-void Supervisor::CrashRanks(const std::vector<std::string>& ranks, const std::string& why) {
-  for (const auto& r : ranks) {
-    auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job, "PMI_RANK=" + r});
-    kills_log_.push_back("rank " + r + " crashed (" + why + ")");
-    Log("crashing application rank " + r + " (" + why + ")" + (pids.empty() ? ": no such process" : ""));
-    Signal(pids, SIGKILL);
-  }
-  last_kill_ = Now();
-}
+// (failure injection and the heartbeat check: supervisor_faults.cc)
 
 Supervisor::Outcome Supervisor::Monitor(int* app_status) {
   bool app_done = false;

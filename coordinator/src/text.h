@@ -1,0 +1,27 @@
+// text.h — small formatting helpers of dlckpt-run's messages.
+#ifndef DLCKPT_COORDINATOR_TEXT_H_
+#define DLCKPT_COORDINATOR_TEXT_H_
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace dlckpt::run {
+
+// "a<sep>b<sep>c".
+inline std::string Join(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+// `v` with `digits` decimals.
+inline std::string Fixed(double v, int digits = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace dlckpt::run
+
+#endif  // DLCKPT_COORDINATOR_TEXT_H_

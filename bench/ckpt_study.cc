@@ -72,15 +72,21 @@ struct Args {
   int warmup = 1;
   size_t record = 1 << 20;
   int after_restart = 1;
+  int compute_ms = 0;
+  int idle_ms = 0;
   std::string dir = "/dlckpt/ckpt_study";
 };
 
 const char kUsage[] =
     "usage: dlckpt-run [...] -- dlckpt-bench-ckpt [--mib M] [--iters I] [--warmup W]\n"
-    "         [--record BYTES] [--after-restart K] [--dir /dlckpt/...]\n"
+    "         [--record BYTES] [--after-restart K] [--compute-ms C] [--idle-ms S]\n"
+    "         [--dir /dlckpt/...]\n"
     "  Each rank checkpoints M MiB (default 64) through fwrite into memfs and\n"
     "  dlckpt_checkpoint(), W (default 1) + I (default 3) times; prints ITER lines\n"
-    "  and a RESULT line of medians. After a recovery: reloads, K (default 1) more.\n";
+    "  and a RESULT line of medians. After a recovery: reloads, K (default 1) more.\n"
+    "  --compute-ms C: each rank computes C ms (CPU-bound, untimed) after every\n"
+    "  checkpoint, the time an asynchronous encode has to finish; --idle-ms S:\n"
+    "  each rank sleeps S ms instead (a compute phase on other cores).\n";
 
 bool Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
@@ -107,6 +113,8 @@ bool Parse(int argc, char** argv, Args* a) {
     else if (f == "--warmup") a->warmup = static_cast<int>(n);
     else if (f == "--record" && n >= 8 && n % 8 == 0) a->record = static_cast<size_t>(n);
     else if (f == "--after-restart") a->after_restart = static_cast<int>(n);
+    else if (f == "--compute-ms" && n <= 3600000) a->compute_ms = static_cast<int>(n);
+    else if (f == "--idle-ms" && n <= 3600000) a->idle_ms = static_cast<int>(n);
     else {
       if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: bad option %s %s\n", f.c_str(), v.c_str());
       return false;
@@ -145,6 +153,20 @@ class EncodeClock {
   std::map<uint64_t, int64_t> begin_;
   std::map<uint64_t, double> done_;
 };
+
+// A CPU-bound compute phase of `ms` milliseconds over `data` (it stays
+// unchanged: the mix is folded into a sink the compiler must keep).
+volatile uint64_t g_sink = 0;
+void Compute(int ms, const std::vector<uint64_t>& data) {
+  if (ms <= 0) return;
+  const double until = MPI_Wtime() + ms / 1000.0;
+  uint64_t acc = 0;
+  size_t i = 0;
+  while (MPI_Wtime() < until) {
+    for (int k = 0; k < 4096; ++k, ++i) acc = Mix(acc ^ data[i % data.size()]);
+  }
+  g_sink = g_sink + acc;
+}
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -219,6 +241,11 @@ int main(int argc, char** argv) {
     if (dlckpt_checkpoint() != 0) Die(std::string("dlckpt_checkpoint: ") + dlckpt_last_error());
     double t2 = MPI_Wtime();
     double start = Reduce(t0, MPI_MIN), written = Reduce(t1, MPI_MAX), done = Reduce(t2, MPI_MAX);
+    Compute(a.compute_ms, data);
+    if (a.idle_ms > 0) {
+      struct timespec ts = {a.idle_ms / 1000, static_cast<long>(a.idle_ms % 1000) * 1000000L};
+      nanosleep(&ts, nullptr);
+    }
     if (g_rank != 0) continue;
     uint64_t epoch = 0;
     double enc = 0;

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 
 #include "dlckpt/base/events.h"
 
@@ -71,19 +73,81 @@ Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::v
   return plan;
 }
 
-Status CheckpointRound::AgreeEncode(uint64_t epoch, uint64_t keep, const std::string& what, bool* unknown) {
-  EncodeOutcome out;
-  if (encoder_ != nullptr) out = encoder_->Encode(epoch, keep);
-  Status agreed = c_->Agree(out.status, what);
+Status CheckpointRound::AgreeOutcome(const EncodeOutcome& mine, const std::string& what, bool* unknown) {
+  Status agreed = c_->Agree(mine.status, what);
   *unknown = false;
   if (!agreed.ok()) {
-    auto any = c_->Max(out.unknown ? 1 : 0);
+    auto any = c_->Max(mine.unknown ? 1 : 0);
     *unknown = !any.ok() || *any != 0;
   }
   return agreed;
 }
 
+Status CheckpointRound::AgreeStart(uint64_t epoch, uint64_t keep, const std::string& what) {
+  Status started;
+  if (encoder_ != nullptr) started = encoder_->Start(epoch, keep);
+  return c_->Agree(started, what);
+}
+
+Status CheckpointRound::AgreeEncode(uint64_t epoch, uint64_t keep, const std::string& what, bool* unknown) {
+  *unknown = false;
+  DLCKPT_RETURN_IF_ERROR(AgreeStart(epoch, keep, what));
+  EncodeOutcome out;
+  if (encoder_ != nullptr) out = encoder_->Await(epoch);
+  return AgreeOutcome(out, what, unknown);
+}
+
+Status CheckpointRound::Complete() {
+  const uint64_t e = in_flight_;
+  if (e == 0) return Status::OK();
+  in_flight_ = 0;
+  const std::string es = std::to_string(e);
+  EncodeOutcome out;
+  if (encoder_ != nullptr) out = encoder_->Await(e);
+  bool unknown = false;
+  Status outcome = AgreeOutcome(out, "checkpoint of epoch " + es, &unknown);
+  if (outcome.ok()) {
+    outcome = c_->Agree(store_->Acknowledge(e), "acknowledgement of epoch " + es);
+    if (outcome.ok()) protected_ = e;
+  } else if (unknown) {
+    outcome = Status::Error(outcome.code(), outcome.message() + "; epoch " + es +
+                                                " stays pending on every store (the codec may still "
+                                                "finish it): the next checkpoint completes it");
+  } else {
+    Status d = c_->Agree(store_->Abort(e), "dropping epoch " + es);
+    if (!d.ok()) outcome = Status::Error(outcome.code(), outcome.message() + "; then " + d.message());
+  }
+  if (c_->rank() == 0) events::Emit(o_.event_source, "ckpt-end " + es + " " + std::to_string(outcome.code()));
+  return outcome;
+}
+
+Result<uint64_t> CheckpointRound::Wait() {
+  Status now = Complete();
+  Status earlier = deferred_;
+  deferred_ = Status::OK();
+  if (!now.ok()) return now;
+  if (!earlier.ok()) return earlier;
+  return protected_;
+}
+
 Result<uint64_t> CheckpointRound::Run() {
+  const size_t me = static_cast<size_t>(c_->rank());
+  // Back-pressure: the previous epoch's encode must end before the next.
+  last_wait_s_ = 0;
+  if (in_flight_ != 0) {
+    const std::string prev = std::to_string(in_flight_);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = Complete();
+    last_wait_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (me == 0) {
+      char w[32];
+      std::snprintf(w, sizeof w, "%.6f", last_wait_s_);
+      events::Emit(o_.event_source, "ckpt-wait " + prev + " " + w);
+      if (!s.ok() && o_.log) o_.log("the encode of epoch " + prev + " did not protect it: " + s.message());
+    }
+    if (!s.ok() && deferred_.ok()) deferred_ = s;
+  }
+
   // 0. Every store's epochs, and the plan all derive from them alike.
   Result<RoundEpochs> mine = store_->Prepare();
   DLCKPT_RETURN_IF_ERROR(c_->Agree(mine.status(), "checkpoint"));
@@ -96,7 +160,6 @@ Result<uint64_t> CheckpointRound::Run() {
     std::copy(blobs[i].begin(), blobs[i].end(), reinterpret_cast<char*>(&all[i]));
   }
   DLCKPT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(all, names, o_.allow_mismatch));
-  const size_t me = static_cast<size_t>(c_->rank());
   if (me == 0 && !plan.note.empty() && o_.log) o_.log(plan.note);
   if (!plan.drop.empty()) {
     Status dropped;
@@ -104,6 +167,7 @@ Result<uint64_t> CheckpointRound::Run() {
     DLCKPT_RETURN_IF_ERROR(c_->Agree(dropped, "dropping an interrupted checkpoint"));
   }
   const uint64_t acked = all[0].acknowledged;
+  protected_ = std::max(protected_, acked);
   if (plan.finish != 0) {
     const std::string what = "completing interrupted epoch " + std::to_string(plan.finish);
     if (plan.finish_encode) {
@@ -113,6 +177,7 @@ Result<uint64_t> CheckpointRound::Run() {
     Status done;
     if (mine->pending == plan.finish) done = store_->Acknowledge(plan.finish);
     DLCKPT_RETURN_IF_ERROR(c_->Agree(done, what));
+    protected_ = plan.finish;
   }
 
   // 1. Commit.
@@ -121,22 +186,19 @@ Result<uint64_t> CheckpointRound::Run() {
   if (me == 0) events::Emit(o_.event_source, "ckpt-begin " + es);
   Status committed = store_->Commit(e);
   Status outcome = c_->Agree(committed, "commit of epoch " + es);
-  // 2. Encode, then acknowledge or abort.
-  bool unknown = false;
-  if (outcome.ok()) outcome = AgreeEncode(e, std::max(acked, plan.finish), "checkpoint of epoch " + es, &unknown);
-  if (outcome.ok()) {
-    outcome = c_->Agree(store_->Acknowledge(e), "acknowledgement of epoch " + es);
-  } else if (unknown) {
-    outcome = Status::Error(outcome.code(), outcome.message() + "; epoch " + es +
-                                                " stays pending on every store (the codec may still "
-                                                "finish it): the next checkpoint completes it");
-  } else {
+  if (me == 0) events::Emit(o_.event_source, "ckpt-commit " + es + " " + std::to_string(outcome.code()));
+  // 2. Start the encode; then collect it (now, or in the next round).
+  if (outcome.ok()) outcome = AgreeStart(e, std::max(acked, plan.finish), "checkpoint of epoch " + es);
+  if (!outcome.ok()) {
     Status dropped = committed.ok() ? store_->Abort(e) : Status::OK();
     Status d = c_->Agree(dropped, "dropping epoch " + es);
     if (!d.ok()) outcome = Status::Error(outcome.code(), outcome.message() + "; then " + d.message());
+    if (me == 0) events::Emit(o_.event_source, "ckpt-end " + es + " " + std::to_string(outcome.code()));
+    return outcome;
   }
-  if (me == 0) events::Emit(o_.event_source, "ckpt-end " + es + " " + std::to_string(outcome.code()));
-  if (!outcome.ok()) return outcome;
+  in_flight_ = e;
+  if (o_.async) return e;
+  DLCKPT_RETURN_IF_ERROR(Complete());
   return e;
 }
 

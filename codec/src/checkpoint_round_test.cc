@@ -42,13 +42,29 @@ class FakeStore final : public RoundStore {
   std::vector<std::string> calls;
 };
 
+// Records the encodes started; Await answers with `next` (then with
+// `after`, when set).
 class FakeEncoder final : public RoundEncoder {
  public:
-  EncodeOutcome Encode(uint64_t epoch, uint64_t keep) override {
+  Status Start(uint64_t epoch, uint64_t keep) override {
     calls.push_back("encode " + std::to_string(epoch) + " keep " + std::to_string(keep));
-    return next;
+    if (!start.ok()) return start;
+    started = epoch;
+    return Status::OK();
   }
+  EncodeOutcome Await(uint64_t epoch) override {
+    EXPECT_EQ(epoch, started);
+    started = 0;
+    ++awaited;
+    EncodeOutcome out = next;
+    if (then) next = *then;
+    return out;
+  }
+  Status start;
   EncodeOutcome next;
+  const EncodeOutcome* then = nullptr;
+  uint64_t started = 0;
+  int awaited = 0;
   std::vector<std::string> calls;
 };
 
@@ -60,6 +76,13 @@ class RoundTest : public ::testing::Test {
     CheckpointRound round(&comm_, &store_, encoder, "rank 0");
     return round.Run();
   }
+  CheckpointRound Async() {
+    RoundOptions o;
+    o.async = true;
+    o.log = [this](const std::string& m) { log_.push_back(m); };
+    return CheckpointRound(&comm_, &store_, &encoder_, "rank 0", o);
+  }
+  std::vector<std::string> log_;
   mpi::Collective comm_{MPI_COMM_SELF, "rank 0"};
   FakeStore store_;
   FakeEncoder encoder_;
@@ -121,6 +144,89 @@ TEST_F(RoundTest, UnknownOutcomeKeepsTheEpochPendingAndTheNextRoundCompletesIt) 
   // Epoch 3 encoded again (keeping 2) and acknowledged, then epoch 4 keeping 3.
   EXPECT_EQ(encoder_.calls, (Calls{"encode 3 keep 2", "encode 4 keep 3"}));
   EXPECT_EQ(store_.calls, (Calls{"ack 3", "commit 4", "ack 4"}));
+}
+
+TEST_F(RoundTest, RefusedEncodeRequestAbortsTheEpoch) {
+  store_.e_ = {2, 0, 3};
+  encoder_.start = Status::Error(ECONNREFUSED, "no service");
+  auto e = Run(&encoder_);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), ECONNREFUSED);
+  EXPECT_EQ(store_.calls, (Calls{"commit 3", "abort 3"}));
+  EXPECT_EQ(encoder_.awaited, 0);
+}
+
+TEST_F(RoundTest, AsyncRunReturnsCommittedAndTheNextRunAcknowledges) {
+  store_.e_ = {3, 0, 4};
+  CheckpointRound round = Async();
+  auto e = round.Run();
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(*e, 4u);
+  // Committed, encode sent, outcome not collected: 3 is still the protected one.
+  EXPECT_EQ(store_.calls, (Calls{"commit 4"}));
+  EXPECT_EQ(encoder_.awaited, 0);
+  EXPECT_EQ(round.in_flight(), 4u);
+  EXPECT_EQ(round.protected_epoch(), 3u);
+  EXPECT_EQ(store_.e_.acknowledged, 3u);
+
+  e = round.Run();
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(*e, 5u);
+  EXPECT_EQ(encoder_.calls, (Calls{"encode 4 keep 3", "encode 5 keep 4"}));
+  EXPECT_EQ(store_.calls, (Calls{"commit 4", "ack 4", "commit 5"}));
+  EXPECT_EQ(round.protected_epoch(), 4u);
+  EXPECT_GE(round.last_wait_seconds(), 0.0);
+
+  auto p = round.Wait();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(*p, 5u);
+  EXPECT_EQ(store_.e_.acknowledged, 5u);
+  EXPECT_EQ(store_.e_.pending, 0u);
+  EXPECT_EQ(round.in_flight(), 0u);
+  // Nothing in flight: Wait returns at once.
+  p = round.Wait();
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, 5u);
+  EXPECT_EQ(encoder_.awaited, 2);
+}
+
+TEST_F(RoundTest, AsyncFailedEncodeKeepsTheProtectedEpochAndWaitReportsIt) {
+  store_.e_ = {3, 0, 4};
+  CheckpointRound round = Async();
+  encoder_.next.status = Status::Error(EHOSTDOWN, "a group lost a member");
+  const EncodeOutcome ok;
+  encoder_.then = &ok;
+  ASSERT_TRUE(round.Run().ok());
+  auto e = round.Run();  // collects 4's failure, goes on with 5 (keeping 3)
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(*e, 5u);
+  EXPECT_EQ(store_.calls, (Calls{"commit 4", "abort 4", "commit 5"}));
+  EXPECT_EQ(encoder_.calls, (Calls{"encode 4 keep 3", "encode 5 keep 3"}));
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_NE(log_[0].find("epoch 4 did not protect it"), std::string::npos) << log_[0];
+  auto p = round.Wait();
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), EHOSTDOWN);
+  EXPECT_EQ(store_.e_.acknowledged, 5u);  // 5 itself was protected
+  p = round.Wait();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(*p, 5u);
+}
+
+TEST_F(RoundTest, AsyncUnknownOutcomeIsEncodedAgainByTheNextRun) {
+  store_.e_ = {3, 0, 4};
+  CheckpointRound round = Async();
+  encoder_.next = {Status::Timeout("no answer"), true};
+  const EncodeOutcome ok;
+  encoder_.then = &ok;
+  ASSERT_TRUE(round.Run().ok());
+  auto e = round.Run();
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(*e, 5u);
+  // 4 stayed pending, so the round completed it first (encoding it again).
+  EXPECT_EQ(encoder_.calls, (Calls{"encode 4 keep 3", "encode 4 keep 3", "encode 5 keep 4"}));
+  EXPECT_EQ(store_.calls, (Calls{"commit 4", "ack 4", "commit 5"}));
+  EXPECT_EQ(round.protected_epoch(), 4u);
 }
 
 TEST(PlanRound, DropsAPendingEpochNotEveryStoreHolds) {

@@ -56,10 +56,7 @@ Status CodecClient::Connect() {
   return Status::OK();
 }
 
-Result<protocol::Frame> CodecClient::Call(protocol::MsgType type, std::string_view payload,
-                                          std::string_view what, int timeout_ms, const IdleFn& idle,
-                                          bool* sent) {
-  if (sent) *sent = false;
+Status CodecClient::Send(protocol::MsgType type, std::string_view payload, std::string_view what) {
   Status connected = Connect();
   if (!connected.ok()) return connected.Prefixed(std::string(what));
   Status s = conn_->Send(type, payload);
@@ -67,7 +64,12 @@ Result<protocol::Frame> CodecClient::Call(protocol::MsgType type, std::string_vi
     conn_.reset();
     return Named(s, what);
   }
-  if (sent) *sent = true;
+  return Status::OK();
+}
+
+Result<protocol::Frame> CodecClient::Receive(std::string_view what, int timeout_ms, const IdleFn& idle,
+                                             bool keep_on_timeout) {
+  if (!conn_) return Status::Error(ENOTCONN, "codec service: " + std::string(what) + ": not connected");
   // Wait in slices when the caller has work to do meanwhile.
   int left = timeout_ms;
   for (;;) {
@@ -83,7 +85,7 @@ Result<protocol::Frame> CodecClient::Call(protocol::MsgType type, std::string_vi
       continue;
     }
     if (!f.ok()) {
-      conn_.reset();
+      if (!(keep_on_timeout && f.status().code() == ETIMEDOUT)) conn_.reset();
       return Named(f.status(), what);
     }
     if (f->type == protocol::MsgType::kError) {
@@ -99,16 +101,21 @@ Result<protocol::Frame> CodecClient::Call(protocol::MsgType type, std::string_vi
   }
 }
 
-Result<protocol::Done> CodecClient::CallDone(protocol::MsgType type, std::string_view payload,
-                                             std::string_view what, int timeout_ms, const IdleFn& idle,
-                                             bool* sent) {
-  DLCKPT_ASSIGN_OR_RETURN(protocol::Frame f, Call(type, payload, what, timeout_ms, idle, sent));
-  if (f.type != protocol::MsgType::kDone) {
+Result<protocol::Frame> CodecClient::Call(protocol::MsgType type, std::string_view payload,
+                                          std::string_view what, int timeout_ms, const IdleFn& idle) {
+  awaiting_ = 0;
+  DLCKPT_RETURN_IF_ERROR(Send(type, payload, what));
+  return Receive(what, timeout_ms, idle, false);
+}
+
+Result<protocol::Done> CodecClient::ToDone(Result<protocol::Frame> f, std::string_view what) {
+  DLCKPT_RETURN_IF_ERROR(f.status());
+  if (f->type != protocol::MsgType::kDone) {
     conn_.reset();
     return Status::Error(EPROTO, "codec service: " + std::string(what) + ": answered with " +
-                                     protocol::MsgTypeName(f.type));
+                                     protocol::MsgTypeName(f->type));
   }
-  auto d = protocol::DecodeDone(f.payload);
+  auto d = protocol::DecodeDone(f->payload);
   if (!d.ok()) {
     conn_.reset();
     return Named(d.status(), what);
@@ -117,16 +124,37 @@ Result<protocol::Done> CodecClient::CallDone(protocol::MsgType type, std::string
   return *d;
 }
 
-EncodeOutcome CodecClient::Encode(uint64_t epoch, uint64_t keep, int timeout_ms) {
+Result<protocol::Done> CodecClient::CallDone(protocol::MsgType type, std::string_view payload,
+                                             std::string_view what, int timeout_ms, const IdleFn& idle) {
+  return ToDone(Call(type, payload, what, timeout_ms, idle), what);
+}
+
+Status CodecClient::StartEncode(uint64_t epoch, uint64_t keep) {
+  awaiting_ = 0;
+  DLCKPT_RETURN_IF_ERROR(Send(protocol::MsgType::kEncode, protocol::EncodeEncode({epoch, keep}),
+                              "encode of epoch " + std::to_string(epoch)));
+  awaiting_ = epoch;
+  return Status::OK();
+}
+
+EncodeOutcome CodecClient::AwaitEncode(uint64_t epoch, int timeout_ms, bool keep_waiting) {
   const std::string what = "encode of epoch " + std::to_string(epoch);
-  bool sent = false;
-  auto d = CallDone(protocol::MsgType::kEncode, protocol::EncodeEncode({epoch, keep}), what, timeout_ms, {},
-                    &sent);
   EncodeOutcome out;
+  if (awaiting_ != epoch) {
+    out.status = Status::InvalidArgument("codec service: " + what + ": no such encode was started");
+    return out;
+  }
+  auto d = ToDone(Receive(what, timeout_ms, {}, keep_waiting), what);
+  if (!d.ok() && keep_waiting && d.status().code() == ETIMEDOUT && conn_) {
+    out.status = d.status();
+    out.running = true;
+    return out;
+  }
+  awaiting_ = 0;
   if (!d.ok()) {
     out.status = d.status();
     // Sent, and the connection dropped without a definite answer.
-    out.unknown = sent && !conn_;
+    out.unknown = !conn_;
     return out;
   }
   if (d->epoch != epoch) {
@@ -136,6 +164,13 @@ EncodeOutcome CodecClient::Encode(uint64_t epoch, uint64_t keep, int timeout_ms)
     out.unknown = true;
   }
   return out;
+}
+
+EncodeOutcome CodecClient::Encode(uint64_t epoch, uint64_t keep, int timeout_ms) {
+  EncodeOutcome out;
+  out.status = StartEncode(epoch, keep);
+  if (!out.status.ok()) return out;
+  return AwaitEncode(epoch, timeout_ms);
 }
 
 Result<protocol::SurveyReply> CodecClient::Survey(int timeout_ms, const IdleFn& idle) {

@@ -2,9 +2,11 @@
 // by dlckpt-run; see --help.
 #include <mpi.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <cstdlib>
@@ -51,6 +53,11 @@ options:
   --host ADDRESS          address to publish (default: this host's address)
   --port N                TCP port (default: any free port)
   --chunk SIZE            pipeline chunk (default 512K)
+  --nice N                run the encode and rebuild work at nice N (0-19,
+                          default 0), so that an application computing on the
+                          same cores meanwhile (asynchronous encode) keeps its
+                          share of the CPU; the heartbeat thread keeps its
+                          priority, so a busy node does not look lost
   --cleanup-on-shutdown   remove the job's stores and parity at SHUTDOWN
   -h, --help              this help
 The node is $DLCKPT_NODE when set (virtual nodes on one machine), else the
@@ -72,6 +79,7 @@ int main(int argc, char** argv) {
   std::string scheme, mode = "service";
   uint64_t epoch = 0;
   std::vector<std::string> lost;
+  int nice_level = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -127,6 +135,9 @@ int main(int argc, char** argv) {
     } else if (a == "--port") {
       if (!number(0, 65535, &n)) return Usage("--port: bad value " + v);
       cfg.port = static_cast<int>(n);
+    } else if (a == "--nice") {
+      if (!number(0, 19, &n)) return Usage("--nice: want 0 to 19, not " + v);
+      nice_level = static_cast<int>(n);
     } else if (a == "--chunk") {
       auto s = dlckpt::ParseSize(v);
       if (!s.ok()) return Usage(s.status().message());
@@ -157,6 +168,13 @@ int main(int argc, char** argv) {
   } else if (hb.status().code() != ENOENT) {
     std::fprintf(stderr, "dlckpt-codec[%s]: heartbeat: %s\n", cfg.node.c_str(), hb.status().ToString().c_str());
     return 1;
+  }
+
+  // Linux keeps a nice value per thread: this lowers the main thread (and
+  // every thread MPI creates from now on), not the heartbeat sender's.
+  if (nice_level > 0 && setpriority(PRIO_PROCESS, 0, nice_level) != 0) {
+    std::fprintf(stderr, "dlckpt-codec[%s]: --nice %d: setpriority: %s\n", cfg.node.c_str(), nice_level,
+                 std::strerror(errno));
   }
 
   // Short sleeps in the wait loops (10 us and up) should last about what they

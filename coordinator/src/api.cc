@@ -7,7 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -33,6 +35,7 @@ struct State {
   std::unique_ptr<codec::RoundStore> round_store;
   std::unique_ptr<codec::CodecClient> service;     // rank 0, when under dlckpt-run
   std::unique_ptr<codec::RoundEncoder> encoder;    // rank 0, over `service`
+  std::unique_ptr<codec::CheckpointRound> round;   // the job's checkpoints
   long long restarted_epoch = 0;
 };
 
@@ -54,6 +57,14 @@ void OnFirstWrite() {
 int EnvInt(const char* name, int dflt) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : dflt;
+}
+
+// DLCKPT_ENCODE: "sync" (also unset or empty) or "async".
+Result<bool> EnvAsync() {
+  const char* v = std::getenv("DLCKPT_ENCODE");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "sync") == 0) return false;
+  if (std::strcmp(v, "async") == 0) return true;
+  return Status::InvalidArgument(std::string("DLCKPT_ENCODE=") + v + ": expected sync or async");
 }
 
 // The process store as the checkpoint round drives it.
@@ -79,6 +90,8 @@ Status Init(MPI_Comm comm) {
   int flag = 0;
   MPI_Initialized(&flag);
   if (!flag) return Status::InvalidArgument("dlckpt_init: call MPI_Init first");
+  auto async = EnvAsync();
+  if (!async.ok()) return async.status().Prefixed("dlckpt_init");
   DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Comm_dup(comm, &st.comm), "MPI_Comm_dup"));
   int rank = 0;
   MPI_Comm_rank(st.comm, &rank);
@@ -138,6 +151,12 @@ Status Init(MPI_Comm comm) {
   }
   DLCKPT_RETURN_IF_ERROR(c.Agree(connected, "dlckpt_init"));
   st.round_store = std::make_unique<ProcessRoundStore>(st.store);
+  codec::RoundOptions ro;
+  ro.async = *async;
+  ro.log = [](const std::string& m) { std::fprintf(stderr, "dlckpt: %s\n", m.c_str()); };
+  st.round = std::make_unique<codec::CheckpointRound>(st.collective.get(), st.round_store.get(),
+                                                      st.encoder.get(), "rank " + std::to_string(c.rank()),
+                                                      std::move(ro));
   st.initialized = true;
   g_rank = c.rank();
   g_next_epoch = static_cast<uint64_t>(st.restarted_epoch) + 1;
@@ -149,17 +168,41 @@ Status Init(MPI_Comm comm) {
 Status Checkpoint() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint: call dlckpt_init first");
-  codec::CheckpointRound round(st.collective.get(), st.round_store.get(), st.encoder.get(),
-                               "rank " + std::to_string(st.collective->rank()));
-  Result<uint64_t> epoch = round.Run();
+  Result<uint64_t> epoch = st.round->Run();
   g_next_epoch = epoch.ok() ? *epoch + 1 : st.store->epochs().next;
   if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
   return epoch.status().Prefixed("dlckpt_checkpoint");
 }
 
+Status Wait() {
+  State& st = S();
+  if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint_wait: call dlckpt_init first");
+  return st.round->Wait().status().Prefixed("dlckpt_checkpoint_wait");
+}
+
+Status SetEncodeMode(int mode) {
+  State& st = S();
+  if (mode != DLCKPT_ENCODE_SYNC && mode != DLCKPT_ENCODE_ASYNC) {
+    return Status::InvalidArgument("dlckpt_set_encode_mode: unknown mode " + std::to_string(mode) +
+                                   " (DLCKPT_ENCODE_SYNC or DLCKPT_ENCODE_ASYNC)");
+  }
+  if (!st.initialized) return Status::InvalidArgument("dlckpt_set_encode_mode: call dlckpt_init first");
+  st.round->set_async(mode == DLCKPT_ENCODE_ASYNC);
+  return Status::OK();
+}
+
+long long ProtectedEpoch() {
+  const State& st = S();
+  long long p = st.round ? static_cast<long long>(st.round->protected_epoch()) : 0;
+  return std::max(p, st.restarted_epoch);
+}
+
 Status Finalize() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_finalize: not initialised");
+  // The last checkpoint is protected before the service goes.
+  Status waited = st.round->Wait().status();
+  st.round.reset();
   st.encoder.reset();
   st.service.reset();
   Status s = st.collective->Barrier();
@@ -167,6 +210,7 @@ Status Finalize() {
   st.round_store.reset();
   MPI_Comm_free(&st.comm);
   st.initialized = false;
+  if (!waited.ok()) return waited.Prefixed("dlckpt_finalize");
   return s.Prefixed("dlckpt_finalize");
 }
 
@@ -199,6 +243,16 @@ int dlckpt_checkpoint(void) {
 }
 
 int dlckpt_encode(void) { return dlckpt_checkpoint(); }
+
+int dlckpt_set_encode_mode(int mode) {
+  return dlckpt::api::Guarded([&] { return dlckpt::api::SetEncodeMode(mode); });
+}
+
+int dlckpt_checkpoint_wait(void) {
+  return dlckpt::api::Guarded([] { return dlckpt::api::Wait(); });
+}
+
+long long dlckpt_protected_epoch(void) { return dlckpt::api::ProtectedEpoch(); }
 
 long long dlckpt_restarted_epoch(void) { return dlckpt::api::S().restarted_epoch; }
 

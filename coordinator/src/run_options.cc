@@ -33,6 +33,13 @@ layout:
   --capacity SIZE         memfs store capacity per rank, 1M to 1T (default 256M)
   --compress none|lz4     compress the stores' checkpoint data with LZ4 (sets
                           DLCKPT_COMPRESS for the ranks; see memfs.h)
+  --encode sync|async     sync (default): dlckpt_checkpoint returns once the
+                          epoch is protected; async: once every store committed
+                          it, while the codec encodes it (sets DLCKPT_ENCODE for
+                          the ranks; see dlckpt/dlckpt.h)
+  --codec-nice N          run the codec's encode and rebuild work at nice N
+                          (0-19; default 0 for sync, 10 for async, so that the
+                          application computing meanwhile keeps the CPU)
   --hosts H1,H2,...       use these hosts (first N data, then spares) instead of
                           virtual nodes; node identity is the host name; ranks
                           are placed in order (mpiexec -hosts H:COUNT,...; srun
@@ -60,7 +67,9 @@ layout:
 failure injection (virtual nodes: kills the node's processes and destroys its
 shared memory):
   --kill-node N1[,N2] --at WHEN   kill node(s) when WHEN happens; repeatable.
-                          WHEN: checkpoint:E (after checkpoint E), time:T (T s
+                          WHEN: checkpoint:E (after checkpoint E is protected),
+                          commit:E (once every store committed E: with --encode
+                          async, when dlckpt_checkpoint returns), time:T (T s
                           after the first launch), phase:write[:E] (while the
                           application writes checkpoint E), phase:encode[:E]
                           (while the codec encodes), phase:recover[:N] (during
@@ -172,12 +181,12 @@ Result<KillTrigger> ParseTrigger(const std::string& text) {
   std::vector<std::string> parts = Split(spec, ':');
   auto bad = [&] {
     return Status::InvalidArgument("--at '" + text +
-                                   "': want checkpoint:E, time:T, phase:write[:E], "
+                                   "': want checkpoint:E, commit:E, time:T, phase:write[:E], "
                                    "phase:encode[:E] or phase:recover[:N], optionally +D");
   };
   if (parts.empty()) return bad();
-  if (parts[0] == "checkpoint" && parts.size() == 2) {
-    t.kind = KillTrigger::kCheckpoint;
+  if ((parts[0] == "checkpoint" || parts[0] == "commit") && parts.size() == 2) {
+    t.kind = parts[0] == "commit" ? KillTrigger::kCommit : KillTrigger::kCheckpoint;
     DLCKPT_ASSIGN_OR_RETURN(int64_t e, ParseInt(parts[1], "--at " + text, 1, INT64_MAX));
     t.epoch = static_cast<uint64_t>(e);
   } else if (parts[0] == "time" && parts.size() == 2) {
@@ -275,6 +284,16 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
         return Status::InvalidArgument("--capacity " + v + ": a store's capacity must be between 1M and 1T");
       }
       o.capacity = *size;
+    } else if (a == "--encode") {
+      if (v != "sync" && v != "async") return Status::InvalidArgument("--encode: want sync or async, not '" + v + "'");
+      o.encode = v;
+    } else if (a == "--codec-nice") {
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 0 || n > 19) {
+        return Status::InvalidArgument("--codec-nice: want 0 to 19, not '" + v + "'");
+      }
+      o.codec_nice = static_cast<int>(n);
     } else if (a == "--compress") {
       if (v != "none" && v != "lz4") return Status::InvalidArgument("--compress: want none or lz4, not '" + v + "'");
       o.compress = v;

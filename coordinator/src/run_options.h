@@ -13,8 +13,8 @@ namespace dlckpt::run {
 
 // When to kill a node: after a checkpoint, at a time, or in a phase.
 struct KillTrigger {
-  enum Kind { kCheckpoint, kTime, kWrite, kEncode, kRecover } kind = kTime;
-  uint64_t epoch = 0;    // checkpoint:E, phase:write:E, phase:encode:E (0: the first one)
+  enum Kind { kCheckpoint, kCommit, kTime, kWrite, kEncode, kRecover } kind = kTime;
+  uint64_t epoch = 0;    // checkpoint:E, commit:E, phase:write:E, phase:encode:E (0: the first one)
   double seconds = 0;    // time:T
   double delay = 0;      // "+D": seconds after the trigger
   int occurrence = 1;    // phase:recover:N
@@ -38,6 +38,8 @@ struct Options {
   std::string job;
   std::string run_dir;
   uint64_t capacity = 256ull << 20;
+  std::string encode = "sync";  // "sync" or "async": DLCKPT_ENCODE of the ranks
+  int codec_nice = -1;          // --codec-nice; -1: 0 for sync, 10 for async
   std::string compress;  // "" (the environment decides), "none" or "lz4": DLCKPT_COMPRESS of the ranks
   std::vector<std::string> hosts;  // real or virtual hosts instead of virtual nodes;
                                    // {"slurm"}: the allocation's, resolved at setup
@@ -84,6 +86,9 @@ struct MachineLimits {
   uint64_t shm_bytes = 0;        // size of the /dev/shm file system; 0: unknown
 };
 inline constexpr int kProcessesPerCpu = 64;
+// The codec's nice value under --encode async when --codec-nice is not given
+// (bench/README.md, "Asynchronous encode", has the measurement behind it).
+inline constexpr int kAsyncCodecNice = 10;
 // Reads the limits of the calling process's machine (sysconf, getrlimit, statvfs).
 MachineLimits ThisMachine();
 // With virtual nodes (no --hosts) every process of both jobs runs on this

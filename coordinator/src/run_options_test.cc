@@ -46,6 +46,24 @@ TEST(RunOptionsTest, KillSpecs) {
   EXPECT_EQ(ParseTrigger("phase:write:2")->kind, KillTrigger::kWrite);
 }
 
+TEST(RunOptionsTest, EncodeModeAndCodecNice) {
+  auto o = Parse({"--", "a"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->encode, "sync");
+  EXPECT_EQ(o->codec_nice, -1);
+  o = Parse({"--encode", "async", "--codec-nice", "19", "--kill-node", "vn1", "--at", "commit:3", "--", "a"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->encode, "async");
+  EXPECT_EQ(o->codec_nice, 19);
+  EXPECT_EQ(o->kills[0].at.kind, KillTrigger::kCommit);
+  EXPECT_EQ(o->kills[0].at.epoch, 3u);
+  auto bad = Parse({"--encode", "later", "--", "a"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("want sync or async"), std::string::npos);
+  EXPECT_FALSE(Parse({"--codec-nice", "20", "--", "a"}).ok());
+  EXPECT_FALSE(Parse({"--codec-nice", "-1", "--", "a"}).ok());
+}
+
 TEST(RunOptionsTest, HostsPowerOffAndMpiexecArgs) {
   auto o = Parse({"--hosts", "c-0,c-1,c-2", "--nodes", "2", "--kill-command", "vh {how} {node}",
                   "--mpiexec-args", " -iface  dvb-c -genv LD_PRELOAD /x.so ", "--poweroff-node", "c-1",

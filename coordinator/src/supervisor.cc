@@ -299,6 +299,11 @@ Status Supervisor::LaunchCodec() {
                  std::to_string(o_.spares_per_group), "--scheme", o_.scheme,
                  "--generation", std::to_string(generation_)};
   if (!o_.keep) job.program.push_back("--cleanup-on-shutdown");
+  const int nice_level = o_.codec_nice >= 0 ? o_.codec_nice : (o_.encode == "async" ? kAsyncCodecNice : 0);
+  if (nice_level > 0) {
+    job.program.push_back("--nice");
+    job.program.push_back(std::to_string(nice_level));
+  }
   // One codec process per live node (the node is DLCKPT_NODE, or the host name).
   for (const auto& node : LiveNodes()) job.segments.emplace_back(node, 1);
   heartbeat_->Expect(generation_, LiveNodes(), Env::Default()->NowNanos());
@@ -378,6 +383,7 @@ Status Supervisor::LaunchApp() {
              {"DLCKPT_EVENTS", events_path_},
              {"DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)}};
   if (!o_.compress.empty()) job.env.emplace_back("DLCKPT_COMPRESS", o_.compress);
+  job.env.emplace_back("DLCKPT_ENCODE", o_.encode);
   job.program = o_.program;
   // Ranks stay in order: one segment per run of consecutive ranks on one node.
   for (const auto& [r, node] : placement_) {
@@ -596,7 +602,14 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
   std::ostringstream os;
   os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << (note.empty() ? "" : " (" + note + ")")
      << "; " << checkpoints_
-     << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "")
+     << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "");
+  // Asynchronous encode: an epoch is committed first, protected later.
+  if (o_.encode == "async") {
+    os << "; async encode: " << committed_ << " committed, " << checkpoints_ << " protected"
+       << (last_epoch_ ? " (newest protected epoch " + std::to_string(last_epoch_) + ")" : "") << ", waited "
+       << Fixed(backpressure_s_, 3) << " s for earlier encodes";
+  }
+  os
      << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
   for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
   for (size_t i = 0; i < recoveries_.size(); ++i) {

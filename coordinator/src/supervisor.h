@@ -138,7 +138,9 @@ class Supervisor {
   bool app_initialised_ = false;
   double app_init_time_ = 0;
 
-  int checkpoints_ = 0;
+  int checkpoints_ = 0;      // protected (ckpt-end 0)
+  int committed_ = 0;        // committed (ckpt-commit 0)
+  double backpressure_s_ = 0;  // waits of checkpoints for the previous encode (ckpt-wait)
   uint64_t last_epoch_ = 0;
   std::vector<RecoveryTimes> recoveries_;
   std::vector<std::string> kills_log_;

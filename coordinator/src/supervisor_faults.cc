@@ -33,6 +33,10 @@ void Supervisor::HandleEvent(const events::Event& e) {
   if (e.source == "codec" && e.name == "protection") {
     Log("warning: codec protection " + Join(e.args, " "));
   }
+  if (e.source == "app" && e.name == "ckpt-commit" && e.args.size() >= 2 && e.args[1] == "0") ++committed_;
+  if (e.source == "app" && e.name == "ckpt-wait" && e.args.size() >= 2) {
+    backpressure_s_ += std::strtod(e.args[1].c_str(), nullptr);
+  }
   if (e.source == "app" && e.name == "ckpt-end" && e.args.size() >= 2 && e.args[1] == "0") {
     ++checkpoints_;
     last_epoch_ = epoch;
@@ -43,6 +47,9 @@ void Supervisor::HandleEvent(const events::Event& e) {
     switch (t.kind) {
       case KillTrigger::kCheckpoint:
         fire = e.source == "app" && e.name == "ckpt-end" && epoch == t.epoch;
+        break;
+      case KillTrigger::kCommit:
+        fire = e.source == "app" && e.name == "ckpt-commit" && epoch == t.epoch;
         break;
       case KillTrigger::kEncode:
         fire = e.source == "codec" && e.name == "encode-begin" && (t.epoch == 0 || epoch == t.epoch);

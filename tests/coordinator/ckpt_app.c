@@ -5,6 +5,7 @@
  * without failures.
  *
  *   ckpt_app [--iters N] [--kib K] [--sleep-ms S] [--write-pieces P] */
+#include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,7 +32,8 @@ static void sleep_ms(int ms) {
 }
 
 static void die(int rank, const char* what) {
-  fprintf(stderr, "ckpt_app rank %d: %s: %s\n", rank, what, dlckpt_last_error());
+  const char* detail = strncmp(what, "dlckpt_", 7) == 0 ? dlckpt_last_error() : strerror(errno);
+  fprintf(stderr, "ckpt_app rank %d: %s: %s\n", rank, what, detail);
   /* Hydra kills the job's output forwarding with MPI_Abort: let it drain. */
   sleep_ms(300);
   MPI_Abort(MPI_COMM_WORLD, 1);

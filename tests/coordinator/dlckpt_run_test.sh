@@ -30,6 +30,7 @@ fail() { echo "FAIL ($scenario): $*" >&2; echo "---- output:" >&2; cat "$out" >&
 
 # layout and injection per scenario
 expect_rc=0
+restored=""  # the epoch (regex) the first recovery must restore, when known
 case "$scenario" in
   between)  layout=(--nodes 3 --spares 1);  inject=(--kill-node vn1 --at checkpoint:2+0.02) ;;
   write)    layout=(--nodes 3 --spares 1);  inject=(--kill-node vn1 --at phase:write:3+0.05) ;;
@@ -42,6 +43,13 @@ case "$scenario" in
   spare)    layout=(--nodes 3 --spares 1);  inject=(--kill-node vn3 --at checkpoint:2) ;;
   toomany)  layout=(--nodes 3 --spares 1);  inject=(--kill-node vn1,vn2 --at checkpoint:2); expect_rc=3 ;;
   mtbf)     layout=(--nodes 3 --spares 3);  inject=(--mtbf 1.5 --max-failures 2 --seed 11); expect_rc=any ;;
+  # Asynchronous encode: the application computes while the codec encodes.
+  async-encode) layout=(--nodes 3 --spares 1 --encode async); inject=(--kill-node vn2 --at phase:encode:3)
+            restored=2 ;;
+  async-commit) layout=(--nodes 3 --spares 1 --encode async); inject=(--kill-node vn1 --at commit:3)
+            restored="2|3" ;;
+  async-rs) layout=(--nodes 4 --spares 2 --scheme rs --encode async); inject=(--kill-node vn0,vn2 --at phase:encode:4)
+            restored=3 ;;
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac
 nodes=${layout[1]}
@@ -74,6 +82,10 @@ elif [ "$expect_rc" = 0 ]; then
   [ "$got" = "$ref" ] || fail "checksum '$got' differs from the failure-free run's '$ref'"
   grep -q "checkpoint verified" "$out" || fail "the application did not restart from a verified checkpoint"
   grep -q "^METRIC recovery_seconds" "$out" || fail "no recovery METRIC line"
+  if [ -n "$restored" ]; then
+    # Never an epoch whose encode did not complete: the previous protected one.
+    grep -Eq "recovery 1: restore epoch ($restored);" "$out" || fail "recovery 1 did not restore epoch $restored"
+  fi
 elif [ "$scenario" = toomany ]; then
   grep -q "unrecoverable: group 0" "$out" || fail "no clear unrecoverable message naming the group"
   grep -q "newest checkpoint that still exists is epoch 2" "$out" || fail "the message does not name the newest checkpoint"

@@ -27,10 +27,42 @@ int dlckpt_init(MPI_Comm comm);
 int dlckpt_init_f(MPI_Fint comm);
 
 /* Collective. Commits every rank's store (freezing what was written since the
- * last checkpoint), asks the codec to encode the new epoch, waits for its
- * answer, and acknowledges the epoch in every store. On return 0 the epoch is
- * recoverable after the loss of up to k nodes per group. */
+ * last checkpoint, with a CRC32C per file) and asks the codec to encode the
+ * new epoch.
+ *  - Synchronous mode (the default): waits for the encode and acknowledges
+ *    the epoch in every store. On return 0 the epoch is recoverable after the
+ *    loss of up to k nodes per group.
+ *  - Asynchronous mode: returns once every store committed the epoch; the
+ *    codec encodes it while the application goes on. Until its parity exists
+ *    in every group, a failure restores the previous protected epoch. At most
+ *    one encode is in flight: a checkpoint that arrives while the previous
+ *    one still encodes waits for it first (back-pressure). A store then holds
+ *    up to three versions: the protected epoch, the one being encoded, and
+ *    the blocks rewritten since (copy-on-write), so size it for the protected
+ *    checkpoint plus two times the bytes that change per step; a write that
+ *    does not fit fails with ENOSPC and both committed epochs stay whole. If
+ *    an encode fails, the error is reported by dlckpt_checkpoint_wait (and
+ *    dlckpt_finalize) and the epoch is dropped; the next checkpoint replaces
+ *    it. */
 int dlckpt_checkpoint(void);
+
+/* Encode modes: dlckpt_set_encode_mode, or DLCKPT_ENCODE=sync|async in the
+ * environment at dlckpt_init (dlckpt-run --encode sets it). */
+#define DLCKPT_ENCODE_SYNC 0
+#define DLCKPT_ENCODE_ASYNC 1
+/* Chooses the mode for the following checkpoints. Call with the same mode on
+ * every rank, between checkpoints. EINVAL for an unknown mode. */
+int dlckpt_set_encode_mode(int mode);
+
+/* Collective. Waits until the newest committed epoch is protected (its parity
+ * committed in every group) and acknowledges it. Returns at once when nothing
+ * is being encoded. -1 if an encode collected now, or by a checkpoint since
+ * the last wait, failed (the previous protected epoch stays protected). */
+int dlckpt_checkpoint_wait(void);
+
+/* The newest epoch known to be protected on this rank (as of the last
+ * checkpoint or wait), or the restarted epoch, or 0. */
+long long dlckpt_protected_epoch(void);
 
 /* The original design's name for dlckpt_checkpoint(). */
 int dlckpt_encode(void);
@@ -39,7 +71,8 @@ int dlckpt_encode(void);
  * for a fresh start. Valid after dlckpt_init. */
 long long dlckpt_restarted_epoch(void);
 
-/* Collective. Detaches from the store and the service. */
+/* Collective. Waits for an encode in flight (as dlckpt_checkpoint_wait),
+ * then detaches from the store and the service. */
 int dlckpt_finalize(void);
 
 /* A message describing the last error of this thread ("" if none). */

@@ -24,8 +24,11 @@
 //       no service (encoder null)      every store acknowledges E unprotected.
 //  Every participant returns the same Status: OK with E, or the agreed error
 //  of the lowest failing participant.
-// Thread safety: Run is collective over the Collective's communicator and
-// must be called by one thread per process.
+// Asynchronous mode splits step 2: Run returns after the encode request went
+// out; the outcome is collected (and E acknowledged, aborted or left pending
+// by the same rule) at the start of the next Run or by Wait.
+// Thread safety: Run and Wait are collective over the Collective's
+// communicator and must be called by one thread per process.
 #ifndef DLCKPT_CODEC_CHECKPOINT_ROUND_H_
 #define DLCKPT_CODEC_CHECKPOINT_ROUND_H_
 
@@ -58,20 +61,24 @@ class RoundStore {
   virtual Status Abort(uint64_t epoch) = 0;
 };
 
-// Asks the codec service to encode an epoch (participant 0 only).
+// Asks the codec service to encode an epoch (participant 0 only), in two
+// halves so that the encode can run while the application goes on.
 class RoundEncoder {
  public:
   virtual ~RoundEncoder() = default;
-  virtual EncodeOutcome Encode(uint64_t epoch, uint64_t keep) = 0;
+  // Sends ENCODE(epoch, keep). An error: the service never got it.
+  virtual Status Start(uint64_t epoch, uint64_t keep) = 0;
+  // The outcome of the encode Start sent, waiting at most the encoder's
+  // timeout (then `unknown`).
+  virtual EncodeOutcome Await(uint64_t epoch) = 0;
 };
 
 // A CodecClient as the round's encoder.
 class ClientEncoder final : public RoundEncoder {
  public:
   ClientEncoder(CodecClient* client, int timeout_ms) : client_(client), timeout_ms_(timeout_ms) {}
-  EncodeOutcome Encode(uint64_t epoch, uint64_t keep) override {
-    return client_->Encode(epoch, keep, timeout_ms_);
-  }
+  Status Start(uint64_t epoch, uint64_t keep) override { return client_->StartEncode(epoch, keep); }
+  EncodeOutcome Await(uint64_t epoch) override { return client_->AwaitEncode(epoch, timeout_ms_); }
 
  private:
   CodecClient* client_;
@@ -94,12 +101,20 @@ Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::v
 
 struct RoundOptions {
   bool allow_mismatch = false;
-  // "ckpt-begin E" / "ckpt-end E code" go to the event log under this source.
+  // Asynchronous encode: Run returns once every store committed the new
+  // epoch and its encode was sent; the next Run (or Wait) collects the
+  // outcome first. Synchronous: Run returns once the epoch is protected.
+  bool async = false;
+  // "ckpt-begin E", "ckpt-commit E code", "ckpt-wait E seconds" (the time a
+  // Run waited for the previous encode) and "ckpt-end E code" (protected, or
+  // not) go to the event log under this source.
   std::string event_source = "app";
   // Participant 0's notes for humans (a completed or dropped epoch).
   std::function<void(const std::string&)> log;
 };
 
+// The checkpoint rounds of one job, in sequence: keeps the epoch whose encode
+// is in flight (asynchronous mode) between rounds.
 class CheckpointRound final {
  public:
   // `encoder`: participant 0's, null elsewhere and when there is no service.
@@ -108,19 +123,48 @@ class CheckpointRound final {
                   RoundOptions options = {})
       : c_(comm), store_(store), encoder_(encoder), name_(std::move(name)), o_(std::move(options)) {}
 
-  // Runs one round (see the file comment); returns the acknowledged epoch.
+  // Runs one round (see the file comment): returns the new epoch, protected
+  // in synchronous mode, committed and being encoded in asynchronous mode.
+  // Asynchronous mode first completes the encode in flight (back-pressure);
+  // if that encode failed, the error is logged and kept for Wait, and the new
+  // round goes on (its epoch supersedes the failed one).
   Result<uint64_t> Run();
+  // Completes the encode in flight, if any: returns the protected epoch (the
+  // acknowledged one; 0: none yet), or the error of the encode collected now
+  // or by an earlier Run since the last Wait.
+  Result<uint64_t> Wait();
+  // Switches mode between rounds; collective only in that every participant
+  // must use the same mode in a round.
+  void set_async(bool async) { o_.async = async; }
+  bool async() const { return o_.async; }
+  // The newest epoch this participant knows to be protected (0: none).
+  uint64_t protected_epoch() const { return protected_; }
+  // The epoch committed whose encode is in flight (0: none).
+  uint64_t in_flight() const { return in_flight_; }
+  // Seconds the last Run waited for the previous encode.
+  double last_wait_seconds() const { return last_wait_s_; }
 
  private:
   // The encode outcome of participant 0, agreed: OK, or the error, with
   // *unknown set on every participant when the outcome is unknown.
+  Status AgreeOutcome(const EncodeOutcome& mine, const std::string& what, bool* unknown);
+  // Participant 0 starts the encode of `epoch` (keeping `keep`); agreed.
+  Status AgreeStart(uint64_t epoch, uint64_t keep, const std::string& what);
+  // Start and collect, for the completion of an interrupted epoch.
   Status AgreeEncode(uint64_t epoch, uint64_t keep, const std::string& what, bool* unknown);
+  // Collects the outcome of in_flight_ and acknowledges, aborts or leaves it
+  // pending on every store; emits "ckpt-end".
+  Status Complete();
 
   mpi::Collective* c_;
   RoundStore* store_;
   RoundEncoder* encoder_;
   std::string name_;
   RoundOptions o_;
+  uint64_t in_flight_ = 0;
+  uint64_t protected_ = 0;
+  double last_wait_s_ = 0;
+  Status deferred_;  // an asynchronous encode's failure, for Wait
 };
 
 }  // namespace dlckpt::codec

@@ -9,6 +9,9 @@
 // the request. A transport or protocol error (lost connection, timeout,
 // malformed or unexpected reply) drops the connection, so the next request
 // connects afresh; an ERROR reply or a DONE with an error code keeps it.
+// One request is outstanding at a time: an encode started with StartEncode is
+// collected with AwaitEncode before any other request (which would otherwise
+// discard its answer).
 // Thread safety: one thread at a time.
 #ifndef DLCKPT_CODEC_CLIENT_H_
 #define DLCKPT_CODEC_CLIENT_H_
@@ -37,9 +40,12 @@ struct ClientOptions {
 // What an ENCODE came to. `unknown` is set when the request went out but no
 // answer came (timeout, lost connection): the service may still finish the
 // epoch's parity, so the caller must not treat the epoch as never encoded.
+// `running` (AwaitEncode with keep_waiting only) is set when the wait ran out
+// while the connection is intact: the encode is still running, await it again.
 struct EncodeOutcome {
   Status status;
   bool unknown = false;
+  bool running = false;
 };
 
 // Called while a request waits for its reply (about every 50 ms); an error
@@ -64,6 +70,15 @@ class CodecClient final {
 
   // ENCODE(epoch, keep) and its DONE; see EncodeOutcome.
   EncodeOutcome Encode(uint64_t epoch, uint64_t keep, int timeout_ms);
+  // The two halves of Encode, for an encode that runs while the caller goes
+  // on: StartEncode sends the request (an error: it was never sent, so the
+  // service never started it); AwaitEncode waits up to timeout_ms for its
+  // DONE. With keep_waiting, running out of time keeps the connection and
+  // reports `running`; otherwise the outcome is then unknown.
+  Status StartEncode(uint64_t epoch, uint64_t keep);
+  EncodeOutcome AwaitEncode(uint64_t epoch, int timeout_ms, bool keep_waiting = false);
+  // The epoch of the encode started and not yet collected (0: none).
+  uint64_t awaiting() const { return awaiting_; }
   // SURVEY and its reply.
   Result<protocol::SurveyReply> Survey(int timeout_ms, const IdleFn& idle = {});
   // RECOVER(plan) and its DONE.
@@ -72,18 +87,27 @@ class CodecClient final {
   Status Shutdown(int timeout_ms);
 
  private:
-  // Sends `type`, waits for the reply; an ERROR reply becomes its Status.
+  // Connects if needed and sends one request.
+  Status Send(protocol::MsgType type, std::string_view payload, std::string_view what);
+  // Waits for the reply; an ERROR reply becomes its Status. A transport or
+  // protocol error drops the connection, a timeout too unless keep_on_timeout.
+  Result<protocol::Frame> Receive(std::string_view what, int timeout_ms, const IdleFn& idle,
+                                  bool keep_on_timeout);
+  // Send, then Receive.
   Result<protocol::Frame> Call(protocol::MsgType type, std::string_view payload, std::string_view what,
-                               int timeout_ms, const IdleFn& idle, bool* sent = nullptr);
-  // Call, then a DONE with code 0 for `epoch` (any epoch when check_epoch is false).
+                               int timeout_ms, const IdleFn& idle);
+  // A reply that must be a DONE with code 0.
+  Result<protocol::Done> ToDone(Result<protocol::Frame> f, std::string_view what);
+  // Call, then ToDone.
   Result<protocol::Done> CallDone(protocol::MsgType type, std::string_view payload, std::string_view what,
-                                  int timeout_ms, const IdleFn& idle, bool* sent = nullptr);
+                                  int timeout_ms, const IdleFn& idle);
   Status Named(const Status& s, std::string_view what) const;
 
   ClientOptions o_;
   std::vector<protocol::RankEntry> layout_;
   std::unique_ptr<protocol::Connection> conn_;
   std::string job_;
+  uint64_t awaiting_ = 0;
 };
 
 }  // namespace dlckpt::codec

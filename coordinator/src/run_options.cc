@@ -11,6 +11,7 @@
 
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/units.h"
+#include "text.h"
 
 namespace dlckpt::run {
 
@@ -156,16 +157,6 @@ Result<int64_t> ParseInt(const std::string& s, const std::string& what, int64_t 
                                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return static_cast<int64_t>(v);
-}
-
-std::vector<std::string> Split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream is(s);
-  while (std::getline(is, cur, sep)) {
-    if (!cur.empty()) out.push_back(cur);
-  }
-  return out;
 }
 
 }  // namespace
@@ -393,6 +384,36 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       if (!k.ranks) return Status::InvalidArgument("killing hosts (--kill-node, --poweroff-node) needs --kill-command");
     }
     if (o.mtbf > 0) return Status::InvalidArgument("--mtbf with --hosts needs --kill-command");
+  }
+  if (o.group_size > o.nodes) {
+    return Status::InvalidArgument("--group-size " + std::to_string(o.group_size) + " is larger than --nodes " +
+                                   std::to_string(o.nodes) + ": a group holds at most every data node");
+  }
+  // Kill targets that cannot exist are refused now, not found missing at the end.
+  const int ranks = o.nodes * o.ranks_per_node;
+  for (const auto& k : o.kills) {
+    for (const auto& target : k.nodes) {
+      if (k.ranks) {
+        char* end = nullptr;
+        long r = std::strtol(target.c_str(), &end, 10);
+        if (target.empty() || *end != '\0' || r < 0 || r >= ranks) {
+          return Status::InvalidArgument("--crash-rank " + target + ": the job has ranks 0 to " +
+                                         std::to_string(ranks - 1));
+        }
+      } else if (o.hosts.empty()) {
+        const std::string& p = o.node_prefix;
+        char* end = nullptr;
+        long n = target.compare(0, p.size(), p) == 0 && target.size() > p.size()
+                     ? std::strtol(target.c_str() + p.size(), &end, 10)
+                     : -1;
+        if (n < 0 || end == nullptr || *end != '\0' || n >= o.nodes + o.spares) {
+          return Status::InvalidArgument("--kill-node " + target + ": no such node (the virtual nodes are " + p +
+                                         "0 to " + p + std::to_string(o.nodes + o.spares - 1) + ")");
+        }
+      } else if (!slurm_hosts && std::find(o.hosts.begin(), o.hosts.end(), target) == o.hosts.end()) {
+        return Status::InvalidArgument("--kill-node " + target + ": not one of --hosts");
+      }
+    }
   }
   int groups = (o.nodes + o.group_size - 1) / o.group_size;
   if (o.spares < groups * o.spares_per_group) {

@@ -29,7 +29,7 @@ TEST(RunOptionsTest, DefaultsAndLayout) {
 }
 
 TEST(RunOptionsTest, KillSpecs) {
-  auto o = Parse({"--kill-node", "vn1", "--at", "checkpoint:3", "--kill-node", "vn2,vn3", "--at",
+  auto o = Parse({"--nodes", "3", "--kill-node", "vn1", "--at", "checkpoint:3", "--kill-node", "vn2,vn3", "--at",
                   "phase:encode:4+0.05", "--kill-node", "vn0", "--at", "phase:recover", "--",
                   "a"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
@@ -44,6 +44,24 @@ TEST(RunOptionsTest, KillSpecs) {
   EXPECT_EQ(o->kills[2].at.occurrence, 1);
   EXPECT_EQ(ParseTrigger("time:2.5")->seconds, 2.5);
   EXPECT_EQ(ParseTrigger("phase:write:2")->kind, KillTrigger::kWrite);
+}
+
+TEST(RunOptionsTest, ImpossibleLayoutsAndTargetsAreRefused) {
+  auto o = Parse({"--nodes", "2", "--group-size", "3", "--", "a"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--group-size 3 is larger than --nodes 2"), std::string::npos);
+  o = Parse({"--nodes", "2", "--kill-node", "vn3", "--at", "checkpoint:1", "--", "a"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("vn0 to vn2"), std::string::npos) << o.status().message();
+  EXPECT_FALSE(Parse({"--kill-node", "node1", "--at", "checkpoint:1", "--", "a"}).ok());
+  EXPECT_FALSE(Parse({"--kill-node", "vn1x", "--at", "checkpoint:1", "--", "a"}).ok());
+  o = Parse({"--nodes", "2", "--ranks-per-node", "2", "--crash-rank", "4", "--at", "checkpoint:1", "--", "a"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("ranks 0 to 3"), std::string::npos) << o.status().message();
+  EXPECT_TRUE(Parse({"--nodes", "2", "--ranks-per-node", "2", "--crash-rank", "3", "--at", "checkpoint:1", "--",
+                     "a"}).ok());
+  EXPECT_FALSE(Parse({"--hosts", "h0,h1,h2", "--kill-command", "k", "--kill-node", "h9", "--at", "checkpoint:1",
+                      "--", "a"}).ok());
 }
 
 TEST(RunOptionsTest, EncodeModeAndCodecNice) {

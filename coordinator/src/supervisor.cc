@@ -15,6 +15,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -285,6 +286,37 @@ Result<pid_t> Supervisor::LaunchJob(const JobSpec& job, const std::string& log,
   env.insert(env.end(), l.env.begin(), l.env.end());
   if (o_.verbose) Log(job.name + ": " + Join(l.argv, " "));
   return Spawn(l.argv, env, log);
+}
+
+Status Supervisor::CheckProgram() const {
+  const std::string& prog = o_.program[0];
+  std::string found;
+  if (prog.find('/') != std::string::npos) {
+    found = prog;
+  } else {
+    const char* path = std::getenv("PATH");
+    for (const auto& dir : Split(path ? path : "/usr/bin:/bin", ':')) {
+      std::string candidate = (dir.empty() ? "." : dir) + "/" + prog;
+      if (access(candidate.c_str(), X_OK) == 0) {
+        found = candidate;
+        break;
+      }
+    }
+    if (found.empty()) {
+      return Status::Error(ENOENT, "program '" + prog + "' is not in PATH; nothing was launched");
+    }
+  }
+  struct stat st;
+  if (stat(found.c_str(), &st) != 0) {
+    return Status::FromErrno(errno, "program " + found + " (nothing was launched" +
+                                        std::string(o_.hosts.empty() ? "" : "; with --hosts it must exist "
+                                                                            "at the same path on this host too") +
+                                        ")");
+  }
+  if (!S_ISREG(st.st_mode) || access(found.c_str(), X_OK) != 0) {
+    return Status::Error(EACCES, "program " + found + " is not an executable file; nothing was launched");
+  }
+  return Status::OK();
 }
 
 Status Supervisor::LaunchCodec() {
@@ -603,8 +635,9 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
   os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << (note.empty() ? "" : " (" + note + ")")
      << "; " << checkpoints_
      << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "");
-  // Asynchronous encode: an epoch is committed first, protected later.
-  if (o_.encode == "async") {
+  // Asynchronous encode (chosen here or by the application through the API):
+  // an epoch is committed first, protected later.
+  if (o_.encode == "async" || committed_ != checkpoints_ || backpressure_s_ > 0) {
     os << "; async encode: " << committed_ << " committed, " << checkpoints_ << " protected"
        << (last_epoch_ ? " (newest protected epoch " + std::to_string(last_epoch_) + ")" : "") << ", waited "
        << Fixed(backpressure_s_, 3) << " s for earlier encodes";
@@ -612,6 +645,12 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
   os
      << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
   for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
+  for (size_t i = 0; i < o_.kills.size() && i < kill_done_.size(); ++i) {
+    if (kill_done_[i]) continue;
+    const KillSpec& k = o_.kills[i];
+    os << "dlckpt-run:   not done: " << (k.ranks ? "--crash-rank " : k.poweroff ? "--poweroff-node " : "--kill-node ")
+       << Join(k.nodes, ",") << " --at " << k.text << " (the run ended before that happened)\n";
+  }
   for (size_t i = 0; i < recoveries_.size(); ++i) {
     const auto& r = recoveries_[i];
     double total = r.detection + r.teardown + r.survey + r.rebuild + r.relaunch;
@@ -694,7 +733,8 @@ int Supervisor::Run() {
     if (made_run_dir_ && lock_fd_ < 0) rmdir(run_dir_.c_str());
     return s.code() == EBUSY ? kExitJobBusy : kExitSetup;
   }
-  s = Setup();
+  s = CheckProgram();
+  if (s.ok()) s = Setup();
   if (!s.ok()) {
     Log(s.ToString());
     // Nothing was launched: the run directory holds the lock and, if any, the events.
@@ -733,6 +773,12 @@ int Supervisor::Run() {
       StopCodec();
       TearDownJobs();
       if (Terminating()) return Terminate();
+      if (!app_initialised_ && checkpoints_ == 0) {
+        Log("warning: the application never called dlckpt_init, so nothing was checkpointed: link it with "
+            "dlckpt (CMake: dlckpt::api and dlckpt_intercept(); see README.md) or run it with --preload");
+        return Finish(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1,
+                      "the application never called dlckpt_init");
+      }
       return Finish(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
     }
     if (out == Outcome::kTimeout) {
@@ -745,6 +791,22 @@ int Supervisor::Run() {
     RecoveryTimes t;
     t.detection = last_kill_ >= 0 ? Now() - last_kill_ : 0;
     bool injected = kills_log_.size() > kills_before || last_kill_ >= 0;
+    if (injected && o_.launcher == "mpiexec") {
+      Log("(a \"BAD TERMINATION\" report of mpiexec above is about the ranks of the node killed on purpose)");
+    }
+    if (!injected && !heartbeat_failure_ && dead_.empty() && !app_initialised_ && checkpoints_ == 0 &&
+        !codec_exited_) {
+      // The application failed on its own before it ever reached dlckpt: no
+      // node was lost and there is nothing to recover.
+      Log("the application failed before dlckpt_init (" + DescribeStatus(app_status) +
+          "), with no node lost: not a node failure, nothing to recover (if it writes its checkpoints "
+          "under /dlckpt, link it with dlckpt or run it with --preload)");
+      StopCodec();
+      TearDownJobs();
+      if (Terminating()) return Terminate();
+      const bool app_failed = WIFEXITED(app_status) && WEXITSTATUS(app_status) != 0;
+      return Finish(app_failed ? WEXITSTATUS(app_status) : 1);
+    }
     double t_teardown = Now();
     TearDownJobs();
     if (Terminating()) return Terminate();

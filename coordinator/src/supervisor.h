@@ -60,6 +60,8 @@ class Supervisor {
   // Creates (or checks) the run directory and takes the job's lock in it,
   // held until the process exits. EBUSY when another process holds it.
   Status LockRunDir();
+  // The program exists and is executable (on this host), before anything is launched.
+  Status CheckProgram() const;
   Status Setup();
   Status LaunchCodec();
   Status LaunchApp();

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# What dlckpt-run tells a new user (issue 21, items 6-9):
+#   notlinked  a binary without dlckpt and without --preload: a warning that it
+#              never called dlckpt_init, and the summary says so;
+#   noprogram  a program that does not exist: refused before any launch (exit
+#              5), never treated as a node failure;
+#   appfails   an application that fails before dlckpt_init: its own status,
+#              no recovery;
+#   notdone    --at checkpoint:99 on a shorter run: the summary names the kill
+#              that never happened; a planned kill explains Hydra's banner.
+#
+# usage: dlckpt_run_diagnose_test.sh BIN_DIR TEST_BIN_DIR SCENARIO
+set -uo pipefail
+bin=$1 tbin=$2 scenario=$3
+job="dg${scenario//[^a-z0-9]/}$$"
+out=$(mktemp)
+cleanup() {
+  rm -f /dev/shm/dlckpt."$job".* 2>/dev/null
+  rm -rf "/tmp/dlckpt-run.$job" "$out"
+}
+trap cleanup EXIT
+fail() { echo "FAIL ($scenario): $*" >&2; echo "---- output:" >&2; cat "$out" >&2; exit 1; }
+run() { timeout -k 5 120 "$bin/dlckpt-run" --job "$job" "$@" >"$out" 2>&1; }
+
+case "$scenario" in
+notlinked)
+  # heat2d without dlckpt: /dlckpt does not exist for it, so it fails at once.
+  run --nodes 2 --spares 1 -- "$bin/heat2d" --nx 32 --ny 32 --iters 4 --ckpt-every 2
+  rc=$?
+  [ $rc = 2 ] || fail "exit $rc, expected heat2d's 2"
+  grep -q "failed before dlckpt_init.*link it with dlckpt or run it with --preload" "$out" ||
+    fail "no hint to link the application or to use --preload"
+  grep -q "recovery 1" "$out" && fail "an unlinked binary's failure was treated as a node failure"
+  # A program that ends well without ever calling dlckpt_init.
+  run --nodes 2 --spares 1 -- true
+  rc=$?
+  [ $rc = 0 ] || fail "true: exit $rc"
+  grep -q "warning: the application never called dlckpt_init.*--preload" "$out" || fail "no warning about dlckpt_init"
+  grep -q "summary of job $job: exit 0 (the application never called dlckpt_init); 0 checkpoint(s)" "$out" ||
+    fail "the summary does not say the application never called dlckpt_init"
+  ;;
+noprogram)
+  run --nodes 2 --spares 1 -- ./no-such-program-$$ --x
+  rc=$?
+  [ $rc = 5 ] || fail "exit $rc, expected 5"
+  grep -q "program ./no-such-program-$$ .*No such file or directory" "$out" || fail "no message naming the program"
+  grep -q "recovery" "$out" && fail "a missing program was treated as a failure to recover from"
+  run --nodes 2 --spares 1 -- no-such-program-$$
+  [ $? = 5 ] || fail "a program not in PATH: exit $?, expected 5"
+  grep -q "'no-such-program-$$' is not in PATH" "$out" || fail "no message about PATH"
+  ;;
+appfails)
+  run --nodes 2 --spares 1 -- sh -c 'exit 7'
+  rc=$?
+  [ $rc = 7 ] || fail "exit $rc, expected the application's 7"
+  grep -q "failed before dlckpt_init.*not a node failure" "$out" || fail "no message"
+  grep -q "recovery 1" "$out" && fail "a failure before dlckpt_init was treated as a node failure"
+  ;;
+notdone)
+  run --nodes 3 --spares 1 --kill-node vn1 --at checkpoint:2 --kill-node vn2 --at checkpoint:99 -- \
+    "$tbin/ckpt_app" --iters 4 --kib 64 --sleep-ms 20
+  rc=$?
+  [ $rc = 0 ] || fail "exit $rc"
+  grep -q "not done: --kill-node vn2 --at checkpoint:99 (the run ended before that happened)" "$out" ||
+    fail "the summary does not name the kill that never happened"
+  grep -q "not done: --kill-node vn1" "$out" && fail "the kill that happened is listed as not done"
+  grep -q 'BAD TERMINATION" report of mpiexec above is about the ranks of the node killed on purpose' "$out" ||
+    fail "no line explaining Hydra's banner after the planned kill"
+  ;;
+*) echo "unknown scenario $scenario" >&2; exit 2 ;;
+esac
+[ ! -e "/tmp/dlckpt-run.$job" ] || fail "run directory left behind"
+ls /dev/shm | grep -q "^dlckpt\.$job\." && fail "shared memory objects left"
+grep -E "^dlckpt-run:" "$out"
+echo "dlckpt_run_diagnose_test $scenario: ok"

@@ -118,6 +118,24 @@ def run_app(a, app, args, mode, nice=None):
     return secs, cs[-1] if cs else None
 
 
+def run_recovery(a, mode):
+    """dlckpt-bench-ckpt 4:1 at 64 MiB, vn1 killed after checkpoint 3: dlckpt-run's
+    recovery_seconds (detection to the application running again)."""
+    job = "ar%d%s%d" % (os.getpid(), mode[:2], int(time.monotonic() * 1000) % 100000)
+    cmd = [os.path.join(a.bin, "dlckpt-run"), "--job", job, "--capacity", "256M", "--encode", mode,
+           "--kill-node", "vn1", "--at", "checkpoint:3"] + layout(4, 1) + [
+           "--", os.path.join(a.bin, "dlckpt-bench-ckpt"), "--mib", "64", "--iters", "4", "--warmup", "0",
+           "--idle-ms", "300"]
+    try:
+        rc, out, _ = sh(cmd)
+    finally:
+        cleanup(job)
+    m = re.search(r"^METRIC recovery_seconds ([0-9.]+)", out, re.M)
+    if rc != 0 or not m:
+        sys.exit("async_bench: recovery run (%s) failed (rc %d):\n%s" % (mode, rc, out[-3000:]))
+    return float(m.group(1))
+
+
 def model_prediction(m, k, mib, compute_s):
     """write + encode + overhead (sync) and write + overhead + max(0, encode -
     compute) (async) from the fitted model, with every process on its own core."""
@@ -157,6 +175,8 @@ def main():
     ap.add_argument("--compute-factor", type=float, default=2.0,
                     help="compute phase = this x the sync encode time (default 2)")
     ap.add_argument("--apps", action="store_true", help="also the heat2d and sppm-mini runs")
+    ap.add_argument("--recovery", type=int, default=0, metavar="N",
+                    help="also N recoveries per mode (4:1, 64 MiB, a node killed after checkpoint 3)")
     ap.add_argument("--out", default=None, help="also write the report here")
     ap.add_argument("--smoke", action="store_true", help="4:1 at 8 MiB, 2 iterations, small apps")
     a = ap.parse_args()
@@ -212,6 +232,20 @@ def main():
                 app, none, s, n10, n0, 100 * (s / none - 1), 100 * (n10 / none - 1), 100 * (n0 / none - 1)))
             metrics.append("METRIC async_app_overhead_%s %.1f %% (sync %.1f %%)" % (
                 app.replace("-dlckpt", "").replace("-", "_"), 100 * (n10 / none - 1), 100 * (s / none - 1)))
+    if a.recovery > 0:
+        rec = {"sync": [], "async": []}
+        for _ in range(a.recovery):
+            for mode in ("sync", "async"):
+                rec[mode].append(run_recovery(a, mode))
+        med = {mode: sorted(v)[len(v) // 2] for mode, v in rec.items()}
+        say()
+        say("| recovery (4:1, 64 MiB) | runs | median | all |")
+        say("|---|---|---|---|")
+        for mode in ("sync", "async"):
+            say("| %s | %d | %.3f s | %s |" % (mode, len(rec[mode]), med[mode],
+                                              " ".join("%.3f" % x for x in rec[mode])))
+        metrics.append("METRIC async_recovery_vs_sync %.2f x (medians of %d)" % (
+            med["async"] / med["sync"], a.recovery))
     say()
     for mline in metrics:
         say(mline)

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <iterator>
 #include <sstream>
 
+#include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/units.h"
 #include "text.h"
@@ -121,7 +123,17 @@ control:
   --term-grace SECONDS    on a signal, seconds the jobs get between SIGTERM and
                           SIGKILL (default 1)
   -v, --verbose           print every event
+  --config FILE           read options from FILE (default: $DLCKPT_CONFIG)
   -h, --help              this help
+
+Options come from, lowest precedence first: the defaults; the configuration
+file (one option per line: "nodes = 4", "encode async", "keep"; '#' comments;
+any option above but --config); the environment, DLCKPT_<OPTION> for the
+layout, launch and control options (DLCKPT_NODES, DLCKPT_SPARES,
+DLCKPT_GROUP_SIZE, DLCKPT_ENCODE, DLCKPT_JOB, DLCKPT_KEEP=1, ...; the capacity
+is DLCKPT_STORE_CAPACITY), but not failure injection; the command line. A later
+source overrides an earlier one's value; flags and kills add up. docs/
+environment.md lists every DLCKPT_* variable.
 
 SIGTERM, SIGINT or SIGHUP stop the run: both jobs (each in its own process
 group) get SIGTERM, then SIGKILL after --term-grace; their stores, parity and
@@ -207,21 +219,50 @@ Result<KillTrigger> ParseTrigger(const std::string& text) {
   return t;
 }
 
-Result<Options> ParseOptions(int argc, char** argv, bool* help) {
-  Options o;
-  *help = false;
+namespace {
+
+// Options without a value.
+constexpr const char* kFlagOptions[] = {"keep", "preload", "oversubscribe", "verbose"};
+
+}  // namespace
+
+const std::vector<std::pair<std::string, std::string>>& EnvOptions() {
+  static const auto* const kList = [] {
+    auto* list = new std::vector<std::pair<std::string, std::string>>();
+    for (const char* option :
+         {"nodes", "ranks-per-node", "spares", "group-size", "spares-per-group", "scheme", "capacity", "compress",
+          "encode", "codec-nice", "hosts", "launcher", "srun", "srun-args", "launcher-exec", "mpiexec",
+          "mpiexec-args", "kill-command", "max-recoveries", "timeout", "job", "run-dir", "codec", "term-grace",
+          "heartbeat-timeout", "heartbeat-address", "preload", "keep", "oversubscribe", "verbose"}) {
+      std::string var = "DLCKPT_";
+      for (const char* c = option; *c; ++c) var += *c == '-' ? '_' : static_cast<char>(std::toupper(*c));
+      // The libraries' name for the store capacity, which dlckpt-run sets for the ranks.
+      if (var == "DLCKPT_CAPACITY") var = "DLCKPT_STORE_CAPACITY";
+      list->emplace_back(var, option);
+    }
+    return list;
+  }();
+  return *kList;
+}
+
+namespace {
+
+// Applies the options in args[0..] to `o`, up to "--" or the first word that
+// is not an option; *next is the index after them (where the program starts).
+Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help, size_t* next) {
   std::vector<std::string> pending_kill;
   bool pending_ranks = false, pending_poweroff = false;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    std::string a = args[i];
     if (a == "--") {
       ++i;
       break;
     }
     if (a == "-h" || a == "--help") {
       *help = true;
-      return o;
+      *next = args.size();
+      return Status::OK();
     }
     if (a == "-v" || a == "--verbose") {
       o.verbose = true;
@@ -243,8 +284,8 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
       // The program may follow without "--".
       break;
     }
-    if (i + 1 >= argc) return Status::InvalidArgument(a + " needs a value");
-    std::string v = argv[++i];
+    if (i + 1 >= args.size()) return Status::InvalidArgument(a + " needs a value");
+    std::string v = args[++i];
     // Options whose value is a count in a range.
     struct IntOption {
       const char* name;
@@ -348,6 +389,8 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
     } else if (a == "--job") {
       if (!ValidJobName(v)) return Status::InvalidArgument("--job '" + v + "': want 1-63 of [A-Za-z0-9_-]");
       o.job = v;
+    } else if (a == "--config") {
+      o.config = v;
     } else if (a == "--run-dir") {
       o.run_dir = v;
     } else if (a == "--codec") {
@@ -359,7 +402,105 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
   if (!pending_kill.empty()) {
     return Status::InvalidArgument("--kill-node, --poweroff-node or --crash-rank without --at");
   }
-  for (; i < argc; ++i) o.program.emplace_back(argv[i]);
+  *next = i;
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std::string& text) {
+  std::vector<std::string> out;
+  size_t line_no = 0, start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_no;
+    line = line.substr(0, line.find('#'));
+    auto trim = [](std::string t) {
+      const char* ws = " \t\r";
+      size_t b = t.find_first_not_of(ws);
+      if (b == std::string::npos) return std::string();
+      return t.substr(b, t.find_last_not_of(ws) - b + 1);
+    };
+    line = trim(line);
+    if (line.empty()) continue;
+    const std::string where = path + ":" + std::to_string(line_no);
+    size_t sep = line.find_first_of(" \t=");
+    std::string name = trim(line.substr(0, sep));
+    std::string value = sep == std::string::npos ? "" : trim(line.substr(sep));
+    if (!value.empty() && value[0] == '=') value = trim(value.substr(1));
+    if (name.rfind("--", 0) == 0) name = name.substr(2);
+    if (name == "config" || name == "help" || name.empty()) {
+      return Status::InvalidArgument(where + ": '" + name + "' cannot be set in a configuration file");
+    }
+    if (std::find(std::begin(kFlagOptions), std::end(kFlagOptions), name) != std::end(kFlagOptions)) {
+      if (value.empty() || value == "1" || value == "true" || value == "yes") {
+        out.push_back("--" + name);
+      } else if (value != "0" && value != "false" && value != "no") {
+        return Status::InvalidArgument(where + ": " + name + " is a flag: want true or false, not '" + value + "'");
+      }
+      continue;
+    }
+    if (value.empty()) return Status::InvalidArgument(where + ": " + name + " needs a value");
+    out.push_back("--" + name);
+    out.push_back(value);
+  }
+  return out;
+}
+
+Result<Options> ParseOptions(int argc, char** argv, bool* help) {
+  return ParseOptions(std::vector<std::string>(argv + std::min(argc, 1), argv + argc), help,
+                      [](const char* name) -> const char* { return std::getenv(name); });
+}
+
+Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, const EnvFn& env) {
+  Options o;
+  *help = false;
+  size_t next = 0;
+  // 1. The configuration file: --config FILE, else $DLCKPT_CONFIG.
+  const std::vector<std::string>& args = argv;
+  std::string config;
+  if (const char* c = env("DLCKPT_CONFIG")) config = c;
+  {
+    Options scratch;  // the command line alone, for its --config
+    DLCKPT_RETURN_IF_ERROR(ApplyOptions(args, scratch, help, &next));
+    if (*help) return scratch;
+    if (!scratch.config.empty()) config = scratch.config;
+  }
+  if (!config.empty()) {
+    auto text = Env::Default()->ReadFile(config, 1 << 20);
+    if (!text.ok()) return text.status().Prefixed("configuration file");
+    DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ConfigTokens(config, *text));
+    Status s = ApplyOptions(tokens, o, help, &next);
+    if (!s.ok()) return s.Prefixed("configuration file " + config);
+    o.config = config;
+    if (next != tokens.size()) return Status::InvalidArgument("configuration file " + config + ": '" +
+                                                              tokens[next] + "' is not an option");
+  }
+  // 2. DLCKPT_<OPTION> in the environment.
+  for (const auto& [var, option] : EnvOptions()) {
+    const char* v = env(var.c_str());
+    if (v == nullptr || *v == '\0') continue;
+    std::vector<std::string> tokens;
+    if (std::find(std::begin(kFlagOptions), std::end(kFlagOptions), option) != std::end(kFlagOptions)) {
+      std::string f = v;
+      if (f == "1" || f == "true" || f == "yes") {
+        tokens.push_back("--" + option);
+      } else if (f != "0" && f != "false" && f != "no") {
+        return Status::InvalidArgument(var + "=" + f + ": want 1 or 0 (a flag)");
+      }
+    } else {
+      tokens = {"--" + option, v};
+    }
+    Status s = ApplyOptions(tokens, o, help, &next);
+    if (!s.ok()) return s.Prefixed("environment " + var);
+  }
+  // 3. The command line.
+  DLCKPT_RETURN_IF_ERROR(ApplyOptions(args, o, help, &next));
+  if (*help) return o;
+  for (; next < args.size(); ++next) o.program.push_back(args[next]);
   if (o.program.empty()) return Status::InvalidArgument("no program given (dlckpt-run [OPTIONS] -- PROGRAM ...)");
 
   if (o.spares_per_group == 0) o.spares_per_group = o.scheme == "rs" ? 2 : 1;

@@ -4,7 +4,9 @@
 #define DLCKPT_COORDINATOR_RUN_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dlckpt/base/status.h"
@@ -38,6 +40,7 @@ struct Options {
   std::string job;
   std::string run_dir;
   uint64_t capacity = 256ull << 20;
+  std::string config;            // the configuration file read ("" = none)
   std::string encode = "sync";  // "sync" or "async": DLCKPT_ENCODE of the ranks
   int codec_nice = -1;          // --codec-nice; -1: 0 for sync, 10 for async
   std::string compress;  // "" (the environment decides), "none" or "lz4": DLCKPT_COMPRESS of the ranks
@@ -78,6 +81,25 @@ inline constexpr uint64_t kMaxCapacity = 1ull << 40;  // 1 TiB
 // Parses argv. Returns EINVAL with a message for bad input; sets *help when
 // --help was given. Pure: looks at nothing but argv (see CheckMachineLimits).
 Result<Options> ParseOptions(int argc, char** argv, bool* help);
+
+// Where options come from, lowest precedence first: the defaults; the
+// configuration file (--config FILE, else $DLCKPT_CONFIG); the environment
+// (EnvOptions); the command line. A later source overrides a value; flags
+// and --kill-node/--at pairs add up. `argv` excludes the program name; `env`
+// looks a variable up (null: unset).
+using EnvFn = std::function<const char*(const char*)>;
+Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, const EnvFn& env);
+
+// The environment variable of each option that has one ("DLCKPT_NODES" ->
+// "nodes", "DLCKPT_STORE_CAPACITY" -> "capacity", ...). Failure injection
+// (--kill-node, --at, --mtbf, ...) has none.
+const std::vector<std::pair<std::string, std::string>>& EnvOptions();
+
+// A configuration file's text as option tokens: one option per line, "name
+// value", "name = value" or a flag's name alone ("keep", or "keep = false"),
+// with the long option's name without "--"; '#' starts a comment. Errors name
+// path:line.
+Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std::string& text);
 
 // What this machine can run, for CheckMachineLimits.
 struct MachineLimits {

@@ -1,5 +1,11 @@
 #include "run_options.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+
 #include <gtest/gtest.h>
 
 namespace dlckpt::run {
@@ -62,6 +68,67 @@ TEST(RunOptionsTest, ImpossibleLayoutsAndTargetsAreRefused) {
                      "a"}).ok());
   EXPECT_FALSE(Parse({"--hosts", "h0,h1,h2", "--kill-command", "k", "--kill-node", "h9", "--at", "checkpoint:1",
                       "--", "a"}).ok());
+}
+
+TEST(RunOptionsTest, ConfigFileThenEnvironmentThenCommandLine) {
+  char path[] = "/tmp/dlckpt_run_options_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text =
+      "# a comment\n nodes = 4\nspares 2   # two spares\nscheme=rs\nencode async\nkeep\npreload = false\n"
+      "kill-node vn1\nat checkpoint:2\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  std::map<std::string, std::string> vars = {{"DLCKPT_CONFIG", path}, {"DLCKPT_SPARES", "3"},
+                                             {"DLCKPT_STORE_CAPACITY", "64M"}};
+  EnvFn env = [&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  bool help = false;
+  auto o = ParseOptions({"--nodes", "5", "--", "app", "--nodes", "9"}, &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->config, path);
+  EXPECT_EQ(o->nodes, 5);        // command line over the file
+  EXPECT_EQ(o->spares, 3);       // environment over the file
+  EXPECT_EQ(o->scheme, "rs");    // the file
+  EXPECT_EQ(o->encode, "async");
+  EXPECT_TRUE(o->keep);
+  EXPECT_FALSE(o->preload);
+  EXPECT_EQ(o->capacity, 64u << 20);
+  ASSERT_EQ(o->kills.size(), 1u);
+  EXPECT_EQ(o->program, (std::vector<std::string>{"app", "--nodes", "9"}));
+  // --config on the command line wins over DLCKPT_CONFIG; errors name their source.
+  vars["DLCKPT_ENCODE"] = "later";
+  o = ParseOptions({"--", "app"}, &help, env);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("DLCKPT_ENCODE"), std::string::npos) << o.status().message();
+  vars.erase("DLCKPT_ENCODE");
+  o = ParseOptions({"--config", "/nonexistent/dlckpt.conf", "--", "app"}, &help, env);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("/nonexistent/dlckpt.conf"), std::string::npos) << o.status().message();
+  // An unknown name is refused, naming the file.
+  const std::string bogus = "nodes 2\nbogus-option 3\n";
+  fd = open(path, O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, bogus.data(), bogus.size()), static_cast<ssize_t>(bogus.size()));
+  close(fd);
+  o = ParseOptions({"--", "app"}, &help, env);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find(std::string("configuration file ") + path), std::string::npos)
+      << o.status().message();
+  EXPECT_NE(o.status().message().find("--bogus-option"), std::string::npos) << o.status().message();
+  unlink(path);
+  EXPECT_FALSE(ConfigTokens("f.conf", "keep = maybe\n").ok());
+  auto missing = ConfigTokens("f.conf", "\n\nnodes\n");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("f.conf:3"), std::string::npos) << missing.status().message();
+  EXPECT_FALSE(ConfigTokens("f.conf", "config other.conf\n").ok());
+  // Every option with a variable is one dlckpt-run accepts.
+  for (const auto& [var, option] : EnvOptions()) {
+    EXPECT_EQ(var.rfind("DLCKPT_", 0), 0u) << var;
+    EXPECT_FALSE(option.empty());
+  }
 }
 
 TEST(RunOptionsTest, EncodeModeAndCodecNice) {

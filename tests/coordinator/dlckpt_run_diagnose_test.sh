@@ -67,6 +67,24 @@ notdone)
   grep -q 'BAD TERMINATION" report of mpiexec above is about the ranks of the node killed on purpose' "$out" ||
     fail "no line explaining Hydra's banner after the planned kill"
   ;;
+config)
+  # A configuration file, the environment over it, the command line over both.
+  conf=$(mktemp)
+  printf '# test\nnodes = 2\nspares 1\nencode = async\nkill-node vn1\nat checkpoint:2\n' >"$conf"
+  DLCKPT_NODES=3 DLCKPT_CONFIG=$conf run --ranks-per-node 1 -- "$tbin/ckpt_app" --iters 4 --kib 64 --sleep-ms 10
+  rc=$?
+  rm -f "$conf"
+  [ $rc = 0 ] || fail "exit $rc"
+  grep -q "job $job: 3 data node(s)" "$out" || fail "DLCKPT_NODES=3 did not override the file's nodes = 2"
+  grep -q "async encode:" "$out" || fail "the file's encode = async was not used"
+  grep -q "killing node vn1 (--at checkpoint:2)" "$out" || fail "the file's kill was not done"
+  printf 'nodes 2\nbogus 1\n' >"$conf"
+  run --config "$conf" -- true
+  rc=$?
+  rm -f "$conf"
+  [ $rc = 2 ] || fail "an unknown option in the file: exit $rc, expected 2"
+  grep -q "configuration file $conf: unknown option --bogus" "$out" || fail "the error does not name the file"
+  ;;
 *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac
 [ ! -e "/tmp/dlckpt-run.$job" ] || fail "run directory left behind"

@@ -1,0 +1,126 @@
+// The parts of the SCR API that need neither MPI nor a store, so that unit
+// tests reach them: configuration parameters, the SCR_Need_checkpoint policy,
+// path normalisation and the dataset record kept beside a checkpoint.
+#ifndef DLCKPT_SCR_SRC_SCR_CORE_H_
+#define DLCKPT_SCR_SRC_SCR_CORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlckpt/base/status.h"
+
+namespace dlckpt::scr {
+
+// --- configuration
+
+// One SCR_Config request: "KEY=VALUE" (set), "KEY=" (unset) or "KEY" (get).
+// A multi-item descriptor ("CKPT=0 TYPE=XOR SET_SIZE=8") is a set of its
+// first key with the whole text as value; "CKPT=0 TYPE" is a get of the
+// sub-key TYPE of that descriptor. Keys are case-insensitive (upper-cased).
+struct ConfigOp {
+  enum Kind { kSet, kUnset, kGet } kind = kGet;
+  std::string key;
+  std::string value;      // kSet: the value
+  std::string sub_key;    // kGet of a descriptor's item ("" otherwise)
+};
+// InvalidArgument for an empty request, a key with characters outside
+// [A-Za-z0-9_], or an item without '=' other than the last.
+Result<ConfigOp> ParseConfig(std::string_view text);
+
+// Parameter values from three sources, first match wins: the environment
+// (through `getenv`, replaceable for tests), values set with SCR_Config,
+// then a configuration file (SCR_CONF_FILE: KEY=VALUE lines, '#' comments).
+class Config {
+ public:
+  using GetEnv = std::function<const char*(const char*)>;
+  explicit Config(GetEnv getenv);
+  Config();  // the process environment
+
+  void Set(const std::string& key, std::string value);
+  void Unset(const std::string& key);
+  // The value SCR_Config set, if any (not the environment's).
+  const std::string* AppValue(const std::string& key) const;
+  // The effective value.
+  std::optional<std::string> Get(const std::string& key) const;
+  // Reads `path` into the file layer. NotFound if it does not exist.
+  Status LoadFile(const std::string& path);
+  // Typed views of Get; InvalidArgument naming the key for a malformed value.
+  Result<long> Int(const std::string& key, long dflt) const;
+  Result<double> Double(const std::string& key, double dflt) const;
+
+ private:
+  GetEnv getenv_;
+  std::map<std::string, std::string> app_;
+  std::map<std::string, std::string> file_;
+};
+
+// --- SCR_Need_checkpoint
+
+struct CheckpointPolicy {
+  long interval = 0;         // SCR_CHECKPOINT_INTERVAL: every N-th call (0: off)
+  double seconds = 0;        // SCR_CHECKPOINT_SECONDS: at least this long after the last one
+  double overhead = 0;       // SCR_CHECKPOINT_OVERHEAD: percent of run time spent checkpointing
+};
+
+// The decision of SCR_Need_checkpoint from the calls, the clock and the cost
+// of past checkpoints (times in seconds, any origin). With no parameter set
+// every call says yes (as SCR does). Otherwise yes if any set criterion
+// holds: `interval` calls since the last checkpoint; `seconds` since the last
+// one ended (or since the start); the average checkpoint cost over (the time
+// since the last one + that cost) within `overhead` percent (yes while no
+// checkpoint has been timed).
+class NeedCheckpoint {
+ public:
+  NeedCheckpoint(CheckpointPolicy policy, double now);
+  bool Ask(double now);          // one SCR_Need_checkpoint call
+  void Started(double now);      // SCR_Start_output of a checkpoint
+  void Completed(double now);    // its SCR_Complete_output (kept or not)
+  const CheckpointPolicy& policy() const { return policy_; }
+
+ private:
+  CheckpointPolicy policy_;
+  long calls_ = 0;
+  double last_end_;
+  double started_ = -1;
+  double total_cost_ = 0;
+  long timed_ = 0;
+};
+
+// --- paths
+
+// The absolute, lexically normalised form of `name` ("//", "/./", "/../"
+// resolved; a trailing "/" dropped) relative to `base` (absolute). Fails
+// (InvalidArgument) for an empty name, a name with a newline, one that
+// resolves to "/", or a result of SCR_MAX_FILENAME bytes or more.
+Result<std::string> NormalizePath(std::string_view name, std::string_view base);
+// The last component of a normalised path.
+std::string_view BaseName(std::string_view path);
+
+// --- the dataset record
+
+// What a rank keeps beside its files of a checkpoint: the dataset's id, name
+// and flags, and the (normalised) names of the files it wrote.
+struct Dataset {
+  uint64_t id = 0;
+  std::string name;
+  int flags = 0;
+  std::vector<std::string> files;
+};
+std::string SerializeDataset(const Dataset& d);
+// Corruption for anything SerializeDataset did not write.
+Result<Dataset> ParseDataset(std::string_view text);
+// The name SCR_Start_output(NULL, ...) gives dataset `id`.
+std::string DefaultDatasetName(uint64_t id);
+// The file of `d` that `name` designates: its normalised form if listed, or
+// else (the deprecated form SCR still accepts on restart) the one file whose
+// last component equals `name` when `name` has no '/'. "" if none or ambiguous.
+std::string FindFile(const Dataset& d, const std::string& normalized, std::string_view name);
+
+}  // namespace dlckpt::scr
+
+#endif  // DLCKPT_SCR_SRC_SCR_CORE_H_

@@ -1,0 +1,166 @@
+// Unit tests of the SCR API's pure parts: SCR_Config parsing and layering,
+// the SCR_Need_checkpoint policy, path normalisation and the dataset record.
+#include "scr_core.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "scr.h"
+
+namespace dlckpt::scr {
+namespace {
+
+TEST(ScrConfig, ParsesSetUnsetGetAndDescriptors) {
+  auto set = ParseConfig("scr_checkpoint_seconds=30");
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->kind, ConfigOp::kSet);
+  EXPECT_EQ(set->key, "SCR_CHECKPOINT_SECONDS");
+  EXPECT_EQ(set->value, "30");
+  auto unset = ParseConfig("SCR_FLUSH=");
+  ASSERT_TRUE(unset.ok());
+  EXPECT_EQ(unset->kind, ConfigOp::kUnset);
+  auto get = ParseConfig("  SCR_FLUSH ");
+  ASSERT_TRUE(get.ok());
+  EXPECT_EQ(get->kind, ConfigOp::kGet);
+  EXPECT_EQ(get->key, "SCR_FLUSH");
+  auto desc = ParseConfig("CKPT=0 TYPE=XOR SET_SIZE=8");
+  ASSERT_TRUE(desc.ok());
+  EXPECT_EQ(desc->kind, ConfigOp::kSet);
+  EXPECT_EQ(desc->key, "CKPT");
+  EXPECT_EQ(desc->value, "CKPT=0 TYPE=XOR SET_SIZE=8");
+  auto sub = ParseConfig("CKPT=0 TYPE");
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ(sub->kind, ConfigOp::kGet);
+  EXPECT_EQ(sub->sub_key, "TYPE");
+  EXPECT_FALSE(ParseConfig("").ok());
+  EXPECT_FALSE(ParseConfig("A-B=1").ok());
+  EXPECT_FALSE(ParseConfig("CKPT TYPE=XOR").ok());
+}
+
+TEST(ScrConfig, EnvironmentOverridesAppOverridesFile) {
+  std::map<std::string, std::string> env{{"SCR_DEBUG", "2"}};
+  Config c([&](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+  char path[] = "/tmp/scr_core_test.XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << "# comment\nSCR_DEBUG=1\nSCR_CHECKPOINT_SECONDS = 5\n\nSCR_FLUSH=3  # trailing\n";
+  }
+  // "KEY = VALUE" is not KEY=VALUE: the file is refused, naming the line.
+  Status bad = c.LoadFile(path);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find(":3:"), std::string::npos) << bad.ToString();
+  {
+    std::ofstream f(path);
+    f << "# comment\nSCR_DEBUG=1\nSCR_CHECKPOINT_SECONDS=5\n\nSCR_FLUSH=3  # trailing\n";
+  }
+  ASSERT_TRUE(c.LoadFile(path).ok());
+  std::remove(path);
+  EXPECT_EQ(*c.Get("SCR_FLUSH"), "3");
+  EXPECT_EQ(*c.Get("SCR_DEBUG"), "2");  // environment wins
+  c.Set("SCR_FLUSH", "7");
+  EXPECT_EQ(*c.Get("SCR_FLUSH"), "7");  // SCR_Config over the file
+  c.Unset("SCR_FLUSH");
+  EXPECT_EQ(*c.Get("SCR_FLUSH"), "3");
+  EXPECT_FALSE(c.Get("SCR_PREFIX").has_value());
+  EXPECT_EQ(*c.Int("SCR_CHECKPOINT_INTERVAL", 4), 4);
+  EXPECT_DOUBLE_EQ(*c.Double("SCR_CHECKPOINT_SECONDS", 0), 5.0);
+  c.Set("SCR_CHECKPOINT_INTERVAL", "ten");
+  EXPECT_FALSE(c.Int("SCR_CHECKPOINT_INTERVAL", 0).ok());
+  EXPECT_FALSE(c.LoadFile("/nonexistent/scr.conf").ok());
+}
+
+TEST(ScrNeedCheckpoint, NoParameterMeansAlways) {
+  NeedCheckpoint n(CheckpointPolicy{}, 0);
+  EXPECT_TRUE(n.Ask(0));
+  EXPECT_TRUE(n.Ask(0));
+}
+
+TEST(ScrNeedCheckpoint, IntervalCountsCallsSinceTheLastCheckpoint) {
+  NeedCheckpoint n(CheckpointPolicy{3, 0, 0}, 0);
+  EXPECT_FALSE(n.Ask(1));
+  EXPECT_FALSE(n.Ask(2));
+  EXPECT_TRUE(n.Ask(3));
+  n.Started(3);
+  n.Completed(4);
+  EXPECT_FALSE(n.Ask(5));
+  EXPECT_FALSE(n.Ask(6));
+  EXPECT_TRUE(n.Ask(7));
+}
+
+TEST(ScrNeedCheckpoint, SecondsSinceTheLastCheckpointEnded) {
+  NeedCheckpoint n(CheckpointPolicy{0, 10, 0}, 100);
+  EXPECT_FALSE(n.Ask(105));
+  EXPECT_TRUE(n.Ask(110));
+  n.Started(110);
+  n.Completed(112);
+  EXPECT_FALSE(n.Ask(121));
+  EXPECT_TRUE(n.Ask(122));
+}
+
+TEST(ScrNeedCheckpoint, OverheadBoundsTheFractionOfTimeCheckpointing) {
+  NeedCheckpoint n(CheckpointPolicy{0, 0, 10}, 0);
+  EXPECT_TRUE(n.Ask(0));  // nothing timed yet
+  n.Started(0);
+  n.Completed(1);         // a checkpoint costs 1 s
+  EXPECT_FALSE(n.Ask(5));   // 1 / (4 + 1) = 20% > 10%
+  EXPECT_TRUE(n.Ask(10));   // 1 / (9 + 1) = 10%
+}
+
+TEST(ScrNeedCheckpoint, AnyCriterionSuffices) {
+  NeedCheckpoint n(CheckpointPolicy{100, 10, 0}, 0);
+  EXPECT_FALSE(n.Ask(1));
+  EXPECT_TRUE(n.Ask(11));
+}
+
+TEST(ScrPaths, NormalizesAgainstThePrefix) {
+  EXPECT_EQ(*NormalizePath("ckpt/rank_0.dat", "/home/u/run"), "/home/u/run/ckpt/rank_0.dat");
+  EXPECT_EQ(*NormalizePath("./a//b/../c", "/p"), "/p/a/c");
+  EXPECT_EQ(*NormalizePath("/abs/file", "/p"), "/abs/file");
+  EXPECT_EQ(*NormalizePath("../../../x", "/p/q"), "/x");
+  EXPECT_EQ(*NormalizePath("dir/", "/p"), "/p/dir");
+  EXPECT_FALSE(NormalizePath("", "/p").ok());
+  EXPECT_FALSE(NormalizePath("..", "/").ok());
+  EXPECT_FALSE(NormalizePath("a\nb", "/p").ok());
+  EXPECT_FALSE(NormalizePath(std::string(SCR_MAX_FILENAME, 'x'), "/p").ok());
+  EXPECT_EQ(BaseName("/p/a/c"), "c");
+}
+
+TEST(ScrDataset, RoundTripsAndRejectsDamage) {
+  Dataset d{7, "timestep 42", SCR_FLAG_CHECKPOINT | SCR_FLAG_OUTPUT, {"/p/a", "/p/dir/b c"}};
+  std::string text = SerializeDataset(d);
+  auto back = ParseDataset(text);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->id, 7u);
+  EXPECT_EQ(back->name, "timestep 42");
+  EXPECT_EQ(back->flags, SCR_FLAG_CHECKPOINT | SCR_FLAG_OUTPUT);
+  EXPECT_EQ(back->files, d.files);
+  EXPECT_FALSE(ParseDataset(text.substr(0, text.size() - 4)).ok());  // truncated
+  EXPECT_FALSE(ParseDataset("").ok());
+  EXPECT_FALSE(ParseDataset("dlckpt-scr-dataset 2\nend\n").ok());
+  std::string bad = text;
+  bad.replace(bad.find("id 7"), 4, "id x");
+  EXPECT_FALSE(ParseDataset(bad).ok());
+  EXPECT_EQ(DefaultDatasetName(3), "scr.dataset.3");
+}
+
+TEST(ScrDataset, FindsFilesByPathOrUniqueBaseName) {
+  Dataset d{1, "c", SCR_FLAG_CHECKPOINT, {"/p/a/x.dat", "/p/b/x.dat", "/p/b/y.dat"}};
+  EXPECT_EQ(FindFile(d, "/p/a/x.dat", "a/x.dat"), "/p/a/x.dat");
+  EXPECT_EQ(FindFile(d, "/q/y.dat", "y.dat"), "/p/b/y.dat");  // bare name, deprecated form
+  EXPECT_EQ(FindFile(d, "/q/x.dat", "x.dat"), "");            // ambiguous
+  EXPECT_EQ(FindFile(d, "/q/z/y.dat", "z/y.dat"), "");        // a path must match
+}
+
+}  // namespace
+}  // namespace dlckpt::scr

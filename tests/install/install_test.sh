@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# install_test.sh BUILD_DIR SOURCE_DIR PREFIX
+# `cmake --install BUILD_DIR --prefix PREFIX` (a fresh PREFIX) and the layout
+# it must give: tools with an install RPATH, the exported CMake package, the
+# pkg-config files, the headers, the compiler wrappers and the flags file —
+# none of them naming the build or source tree.
+set -euo pipefail
+build=$1 src=$2 prefix=$3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+rm -rf "$prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null || fail "cmake --install"
+cd "$prefix"
+libdir=$(dirname "$(ls lib*/cmake/dlckpt/dlckptConfig.cmake lib/*/cmake/dlckpt/dlckptConfig.cmake 2>/dev/null | head -1)")
+libdir=${libdir%/cmake/dlckpt}
+[ -n "$libdir" ] || fail "no dlckptConfig.cmake"
+for f in bin/dlckpt-run bin/dlckpt-codec bin/dlckpt-store bin/dlckpt-plan bin/dlckpt-cc bin/dlckpt-f90 \
+         bin/sppm-mini-dlckpt share/dlckpt/demo.sh share/dlckpt/dlckpt.flags \
+         "$libdir"/cmake/dlckpt/dlckptConfigVersion.cmake "$libdir"/cmake/dlckpt/dlckptTargets.cmake \
+         "$libdir"/pkgconfig/dlckpt.pc "$libdir"/pkgconfig/dlckpt-scr.pc \
+         "$libdir"/libdlckpt_api.a "$libdir"/libdlckpt_intercept.a "$libdir"/libdlckpt_api.so \
+         "$libdir"/libdlckpt_preload.so "$libdir"/libdlckpt_scr.so \
+         include/dlckpt/dlckpt.h include/dlckpt/base/version.h include/dlckpt/intercept/intercept.h \
+         include/scr.h include/scrf.h; do
+  [ -e "$f" ] || fail "$f is not installed"
+done
+# No build- or source-tree path in anything a user's build reads.
+for f in share/dlckpt/dlckpt.flags "$libdir"/pkgconfig/*.pc "$libdir"/cmake/dlckpt/*.cmake bin/dlckpt-cc; do
+  # (PREFIX itself may lie in the build tree: its own mentions do not count.)
+  if sed "s|$prefix||g" "$f" | grep -e "$build" -e "$src" >/dev/null; then
+    fail "$f names the build or source tree"
+  fi
+done
+grep -q -- "--whole-archive $prefix/$libdir/libdlckpt_intercept.a" share/dlckpt/dlckpt.flags \
+  || fail "dlckpt.flags does not name this prefix"
+# Installed tools find their libraries through the install RPATH.
+readelf -d bin/dlckpt-run | grep 'R.*PATH.*\$ORIGIN/\.\./'"$libdir" >/dev/null || fail "dlckpt-run has no install RPATH"
+bin/dlckpt-run --version | grep "dlckpt-run" >/dev/null || fail "the installed dlckpt-run does not run"
+# The shared API exports its whole C API; the SCR library only SCR's names.
+for s in dlckpt_init dlckpt_checkpoint dlckpt_restarted_epoch dlckpt_finalize dlckpt_last_error; do
+  nm -D --defined-only "$libdir"/libdlckpt_api.so | grep " $s$" >/dev/null || fail "libdlckpt_api.so does not export $s"
+done
+bad=$(nm -D --defined-only "$libdir"/libdlckpt_scr.so | awk '{print $3}' | grep -v -E '^(SCR_|scr_.*_$)' || true)
+[ -z "$bad" ] || fail "libdlckpt_scr.so exports more than SCR's names: $bad"
+# pkg-config and the version file.
+PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" pkg-config --exists 'dlckpt >= 0.1' dlckpt-scr \
+  || fail "pkg-config does not find dlckpt"
+echo "install_test: ok ($prefix, libdir $libdir)"

@@ -149,7 +149,7 @@ Status Serve(const MountOptions& o, std::unique_ptr<Checkpointer> checkpointer, 
     return abandon(Status::IOError("cannot mount store " + o.store + " on " + o.mountpoint +
                                    " (see above)"));
   }
-  if (o.debug) {
+  if (o.debug || !o.store_named) {
     std::fprintf(stderr, "dlckpt-fuse: serving store %s on %s\n", o.store.c_str(),
                  mountpoint.get());
   }

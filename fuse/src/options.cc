@@ -22,6 +22,12 @@
 
 namespace dlckpt::fusefs {
 
+namespace {
+// The job of a store named from neither --store nor --job nor $DLCKPT_JOB:
+// libintercept's default ($DLCKPT_JOB unset), so both serve the same store.
+constexpr const char* kDefaultJob = "local";
+}  // namespace
+
 Result<uint64_t> LocalCheckpointer::Checkpoint(memfs::Store& store) {
   DLCKPT_ASSIGN_OR_RETURN(uint64_t epoch, store.Commit());
   Status s = store.Acknowledge(epoch);
@@ -68,14 +74,16 @@ checkpoints:
 
 store selection (the store is /dlckpt.JOB.NODE.rRANK unless --store is given):
   --store NAME, -o store=NAME   serve the store NAME (e.g. /dlckpt.j1.n0.r0)
-  --job JOB, -o job=JOB         job id (default: $DLCKPT_JOB)
+  --job JOB, -o job=JOB         job id (default: $DLCKPT_JOB, else local, as
+                                the preload library)
   --node NODE, -o node=NODE     node name (default: $DLCKPT_NODE, else the host name)
   --rank R, -o rank=R           rank (default: $DLCKPT_RANK, else 0)
 
 a new store (ignored when the store exists):
   --capacity N, -o capacity=N       file data bytes, all epochs (default 256M)
   --block-size N, -o block_size=N   block size (default 64K)
-  --max-files N, -o max_files=N     files and directories (default 1024)
+  --max-files N, -o max_files=N     files and directories (default: one per
+                                    32 KiB of capacity, at least 1024)
   --compress none|lz4, -o compress=MODE
                                     LZ4 compression of the checkpoint data
                                     (default: $DLCKPT_COMPRESS, else none;
@@ -305,14 +313,14 @@ Result<MountOptions> ParseMountArgs(int argc, const char* const* argv,
     }
     o.create.compression = *c;
   }
+  o.store_named = !o.store.empty();
+  // No store and no job: the preload library's default job, so that the
+  // simplest form `dlckpt-fuse MOUNTPOINT` serves this node's default store.
+  if (job.empty() && !o.store_named) job = kDefaultJob;
   o.create.job = job;
   o.create.node = node;
   o.create.rank = static_cast<int>(*rank);
   if (o.store.empty()) {
-    if (job.empty()) {
-      return Status::InvalidArgument(
-          "no store given: use --store NAME, or --job JOB (or set DLCKPT_JOB)");
-    }
     auto name = StoreName(job, node, o.create.rank);
     if (!name.ok()) return name.status();
     o.store = *name;

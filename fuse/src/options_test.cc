@@ -101,6 +101,24 @@ TEST(MountArgs, GeometryAndFuseOptions) {
             std::string::npos);
 }
 
+TEST(MountArgs, MountpointAloneServesTheDefaultStore) {
+  Env env;
+  env.vars = {{"DLCKPT_NODE", "vn3"}};
+  auto o = Parse({"/mnt"}, &env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->store, "/dlckpt.local.vn3.r0");  // the preload library's default job
+  EXPECT_FALSE(o->store_named);
+  EXPECT_EQ(o->create.job, "local");
+  EXPECT_EQ(o->create.node, "vn3");
+  env.vars["DLCKPT_JOB"] = "j7";
+  o = Parse({"/mnt"}, &env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->store, "/dlckpt.j7.vn3.r0");
+  o = Parse({"/mnt", "--store", "/dlckpt.x.y.r0"}, &env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->store_named);
+}
+
 TEST(MountArgs, HelpAndVersionNeedNothingElse) {
   auto o = Parse({"--help"});
   ASSERT_TRUE(o.ok());
@@ -120,7 +138,6 @@ TEST(MountArgs, BadInputNamesTheArgument) {
   std::vector<Case> cases = {
       {{}, "no MOUNTPOINT"},
       {{"/a", "/b", "--store", "s"}, "more than one MOUNTPOINT"},
-      {{"/mnt"}, "no store given"},
       {{"/mnt", "--store", "a/b"}, "bad store name 'a/b'"},
       {{"/mnt", "--store", "s", "--capacity", "12Q"}, "bad capacity '12Q'"},
       {{"/mnt", "--store", "s", "--block-size", "32M"}, "bad block size '32M'"},

@@ -47,7 +47,7 @@ Result<std::string> ProcessStoreName() {
 
 Result<memfs::Store*> ProcessStore() {
   internal::InternalScope in;
-  P().sticky.store(true);
+  P().pinned.store(true);
   internal::StoreRef ref;
   int e = ref.Acquire(true, true);
   if (e != 0) {
@@ -99,6 +99,7 @@ Status DetachStore() {
   Process& p = P();
   std::unique_lock<std::shared_mutex> ex(p.store_mu);
   internal::DestroyStoreLocked();
+  p.pinned.store(false);  // no live memfs descriptor is left to pin it
   return flushed;
 }
 

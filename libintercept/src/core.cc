@@ -90,6 +90,14 @@ int Fail(const Status& s) {
   errno = s.ok() ? EIO : s.code();
   return -1;
 }
+void WarnCreateFailure(const Status& s) {
+  static std::atomic<bool> warned{false};
+  if (s.code() != ENOSPC || warned.exchange(true)) return;
+  int saved_errno = errno;
+  Warn(s.ToString());
+  errno = saved_errno;
+}
+
 int FailErrno(int err) {
   errno = err;
   return -1;
@@ -100,6 +108,7 @@ int FailErrno(int err) {
 namespace {
 
 void AtForkPrepare() {
+  ReleaseBeforeChild();
   Process& p = P();
   p.store_mu.lock();
   p.fds.mutex().lock();
@@ -228,6 +237,19 @@ Result<Resolved> ResolveConfig() {
   if (block > UINT32_MAX) return Status::InvalidArgument("block size too large");
   r.options.capacity = capacity;
   r.options.block_size = static_cast<uint32_t>(block);
+  // The file table: Configure(), else $DLCKPT_MAX_FILES, else memfs's default
+  // for the capacity (DefaultMaxFiles).
+  r.options.max_files = c.max_files;
+  std::string max_files = EnvOr("DLCKPT_MAX_FILES", "");
+  if (c.max_files == 0 && !max_files.empty()) {
+    auto parsed = ParseSize(max_files);
+    if (!parsed.ok()) return parsed.status().Prefixed("DLCKPT_MAX_FILES");
+    if (*parsed == 0 || *parsed > (1u << 20)) {
+      return Status::InvalidArgument("DLCKPT_MAX_FILES: '" + max_files + "' is not in [1, 1M]");
+    }
+    r.options.max_files = static_cast<uint32_t>(*parsed);
+  }
+  if (r.options.max_files == 0) r.options.max_files = memfs::DefaultMaxFiles(capacity);
   // Compression of the store's data (memfs.h, "Compression").
   auto compression = memfs::ParseCompression(c.compress.empty() ? EnvOr("DLCKPT_COMPRESS", "none") : c.compress);
   if (!compression.ok()) {
@@ -309,15 +331,18 @@ void DestroyStoreLocked() {
   }
 }
 
-void ReleaseIfIdle() {
+void ReleaseBeforeChild() {
+  if (!g_process_made.load() || Disabled() || InInternal()) return;
   Process& p = P();
-  if (p.sticky.load() || Disabled()) return;
+  if (p.pinned.load()) return;
   int saved_errno = errno;
   InternalScope in;
   std::unique_lock<std::shared_mutex> ex(p.store_mu);
-  if (p.sticky.load() || p.store == nullptr) return;
-  delete p.store;  // saves the working files; descriptors of directories stay valid
-  p.store = nullptr;
+  if (!p.pinned.load() && p.store != nullptr &&
+      p.owner_pid == static_cast<pid_t>(Sys(SYS_getpid))) {
+    delete p.store;  // saves the working files; descriptors of directories stay valid
+    p.store = nullptr;
+  }
   errno = saved_errno;
 }
 
@@ -599,10 +624,11 @@ int OpenPath(const std::string& path, int flags, mode_t mode) {
     auto r = s->Open(path, mflags, mode & ~p.umask_bits & 07777);
     if (!r.ok()) {
       Sys(SYS_close, fd);
+      if (creat) WarnCreateFailure(r.status());
       return Fail(r.status());
     }
     memfs_fd = *r;
-    p.sticky.store(true);
+    p.pinned.store(true);
   }
   int status = opath ? O_PATH : (acc | (flags & kStatusBits) | O_LARGEFILE);
   if (kind == OpenFile::Kind::kDir && (flags & O_DIRECTORY)) status |= O_DIRECTORY;
@@ -657,6 +683,8 @@ void dlckpt_ic_before_exec(int final) {
   if (final) p.shutdown = true;
   DestroyStoreLocked();
 }
+
+void dlckpt_ic_before_spawn(void) { ReleaseBeforeChild(); }
 
 void dlckpt_ic_disable(const char* why) {
   if (!g_disabled.exchange(true) && why != nullptr) Warn(why);

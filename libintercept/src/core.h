@@ -114,10 +114,12 @@ struct Entry {
 // Returns 0 or errno (never ENOENT: that is Type::kNone).
 int Lookup(memfs::Store* store, const std::string& path, Entry* out);
 
-// Detaches the store after an operation if this process never opened a
-// memfs file (see Process::sticky). Call without holding a StoreRef. Leaves
-// errno as it was.
-void ReleaseIfIdle();
+// Detaches the store before this process starts another one (fork, and
+// posix_spawn, system, popen and vfork, which start theirs without fork
+// handlers)
+// if it was attached only for metadata (Process::pinned unset), so the child
+// may take it. Call without holding a StoreRef. Leaves errno as it was.
+void ReleaseBeforeChild();
 
 // Opens memfs `path`; returns the descriptor or -1 with errno.
 int OpenPath(const std::string& path, int flags, mode_t mode);
@@ -144,6 +146,11 @@ std::atomic<void (*)()>& WriteHook();
 
 int Fail(const Status& s);
 int FailErrno(int err);
+// For a create (open O_CREAT, mkdir) that failed: if `s` is ENOSPC, prints
+// memfs's message (which names the limit met: the file table and
+// DLCKPT_MAX_FILES, or the data area) on stderr, once per process, since the
+// application only sees the errno.
+void WarnCreateFailure(const Status& s);
 
 
 // ---- the process (core.cc) ------------------------------------------------------
@@ -167,11 +174,13 @@ struct Process {
   int64_t start_ns = 0;
   std::atomic<uint32_t> block_size{64u << 10};
   std::atomic<bool> warned_store{false};
-  // Ownership policy: a process keeps the store attached once it has opened
-  // a memfs file (or asked for ProcessStore()); until then, every operation
-  // that only looks at or renames paths detaches again when it is done, so
-  // a shell that globs or stats /dlckpt never blocks the commands it runs.
-  std::atomic<bool> sticky{false};
+  // Ownership policy: once attached, the store stays attached for the life of
+  // the process (until exit, exec or DetachStore()), so metadata calls cost
+  // no attach. A process that has not opened a memfs file (or asked for
+  // ProcessStore()) is not *pinned*: it lets the store go before starting a
+  // child (ReleaseBeforeChild), so a shell that globbed or stat'ed /dlckpt
+  // never blocks the commands it runs; it re-attaches on its next call.
+  std::atomic<bool> pinned{false};
   pid_t owner_pid = 0;             // the process that attached the store; guarded by store_mu
   std::mutex cwd_mu;
   std::string vcwd;                // virtual working directory in memfs; guarded by cwd_mu

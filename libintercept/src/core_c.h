@@ -24,6 +24,8 @@ extern "C" {
 #pragma GCC visibility push(hidden)
 
 struct statx;
+struct statfs;
+struct statvfs;
 
 #ifndef __cplusplus
 /* The number of memfs descriptors in the process (a std::atomic<long> on the
@@ -74,6 +76,11 @@ int dlckpt_ic_open(int dirfd, const char* path, int flags, mode_t mode, int* out
 int dlckpt_ic_stat(int dirfd, const char* path, struct stat* st, int flags, int* out);
 int dlckpt_ic_statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* stx,
                     int* out);
+/* statfs / statvfs of memfs `path` (NULL: of descriptor fd): the store's
+ * capacity, free blocks and file table; without a store, the geometry one
+ * would be created with (none is created). See fs_stats.cc. */
+int dlckpt_ic_statfs(int fd, const char* path, struct statfs* buf, int* out);
+int dlckpt_ic_statvfs(int fd, const char* path, struct statvfs* buf, int* out);
 int dlckpt_ic_access(int dirfd, const char* path, int mode, int flags, int* out);
 /* flags: AT_REMOVEDIR. */
 int dlckpt_ic_unlink(int dirfd, const char* path, int flags, int* out);
@@ -145,6 +152,10 @@ void dlckpt_ic_shutdown(void);
  * exec fails. Does nothing in a vfork child (it shares the parent's memory).
  * `final` (for _exit): later memfs calls fail with EIO. */
 void dlckpt_ic_before_exec(int final);
+/* Before posix_spawn, system, popen and vfork (which start a child without
+ * running fork handlers): detaches the store if this process attached it only for
+ * metadata, so the child may own it (core.h, Process::pinned). */
+void dlckpt_ic_before_spawn(void);
 /* Turns the core off for good (every call then passes to the OS), printing
  * `why` on stderr once. Used by the preload library when the executable
  * already carries the static wrappers. */

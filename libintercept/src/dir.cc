@@ -214,7 +214,6 @@ int dlckpt_ic_opendir(const char* path, DIR** out) {
         errno = e;
       }
     }
-    ReleaseIfIdle();
   } catch (...) {
     errno = ENOMEM;
     *out = nullptr;
@@ -239,7 +238,6 @@ int dlckpt_ic_fdopendir(int fd, DIR** out) {
       path = f->path;
     }
     *out = MakeDir(fd, path);
-    ReleaseIfIdle();
   } catch (...) {
     errno = ENOMEM;
   }
@@ -300,7 +298,6 @@ void dlckpt_ic_rewinddir(DIR* dir) {
     std::lock_guard<std::mutex> lock(d->mu);
     if (Load(d) != 0) d->pos = d->items.size();
   }
-  ReleaseIfIdle();
 }
 
 long dlckpt_ic_telldir(DIR* dir) {

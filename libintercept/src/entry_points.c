@@ -20,8 +20,11 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <spawn.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
@@ -265,6 +268,24 @@ INTERCEPT(int, statx,
           (int dirfd, const char* path, int flags, unsigned int mask, struct statx* stx),
           dlckpt_ic_statx(dirfd, path, flags, mask, stx, &r),
           (dirfd, OSP(dirfd, path), flags, mask, stx))
+/* struct statfs64 / statvfs64 are struct statfs / statvfs on x86-64. */
+#define SFS(b) ((struct statfs*)(b))
+#define SVFS(b) ((struct statvfs*)(b))
+INTERCEPT(int, statfs, (const char* path, struct statfs* b),
+          dlckpt_ic_statfs(-1, path, b, &r), (OSP(AT_FDCWD, path), b))
+INTERCEPT(int, statfs64, (const char* path, struct statfs64* b),
+          dlckpt_ic_statfs(-1, path, SFS(b), &r), (OSP(AT_FDCWD, path), b))
+INTERCEPT(int, statvfs, (const char* path, struct statvfs* b),
+          dlckpt_ic_statvfs(-1, path, b, &r), (OSP(AT_FDCWD, path), b))
+INTERCEPT(int, statvfs64, (const char* path, struct statvfs64* b),
+          dlckpt_ic_statvfs(-1, path, SVFS(b), &r), (OSP(AT_FDCWD, path), b))
+INTERCEPT_FD(int, fstatfs, (int fd, struct statfs* b), dlckpt_ic_statfs(fd, NULL, b, &r), (fd, b))
+INTERCEPT_FD(int, fstatfs64, (int fd, struct statfs64* b),
+             dlckpt_ic_statfs(fd, NULL, SFS(b), &r), (fd, b))
+INTERCEPT_FD(int, fstatvfs, (int fd, struct statvfs* b), dlckpt_ic_statvfs(fd, NULL, b, &r),
+             (fd, b))
+INTERCEPT_FD(int, fstatvfs64, (int fd, struct statvfs64* b),
+             dlckpt_ic_statvfs(fd, NULL, SVFS(b), &r), (fd, b))
 INTERCEPT(int, __xstat, (int ver, const char* path, struct stat* st),
           dlckpt_ic_stat(AT_FDCWD, path, st, 0, &r), (ver, OSP(AT_FDCWD, path), st))
 INTERCEPT(int, __xstat64, (int ver, const char* path, struct stat64* st),
@@ -618,6 +639,61 @@ int ENTRY(execle)(const char* path, const char* arg, ...) {
   dlckpt_ic_before_exec(0);
   return REAL(execve)(OSP(AT_FDCWD, path), (char* const*)argv, envp);
 }
+
+/* ---- spawning: a store attached only for metadata is let go first ---- */
+
+REAL_DECL(posix_spawn)
+int ENTRY(posix_spawn)(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                       const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  dlckpt_ic_before_spawn();
+  return REAL(posix_spawn)(pid, OSP(AT_FDCWD, path), actions, attr, argv, envp);
+}
+REAL_DECL(posix_spawnp)
+int ENTRY(posix_spawnp)(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                        const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  dlckpt_ic_before_spawn();
+  return REAL(posix_spawnp)(pid, file, actions, attr, argv, envp);
+}
+REAL_DECL(system)
+int ENTRY(system)(const char* command) {
+  dlckpt_ic_before_spawn();
+  return REAL(system)(command);
+}
+REAL_DECL(popen)
+FILE* ENTRY(popen)(const char* command, const char* type) {
+  dlckpt_ic_before_spawn();
+  return REAL(popen)(command, type);
+}
+
+/* vfork cannot be wrapped by a C function: the child would return through,
+ * and clobber, the frame the parent resumes in. Its entry point calls
+ * dlckpt_vfork_prepare, which lets the store go and returns the OS's vfork,
+ * and jumps there with the stack exactly as the caller left it (x86-64, the
+ * only architecture libintercept supports). */
+REAL_DECL(vfork)
+__attribute__((visibility("hidden"), used)) __typeof__(&vfork) dlckpt_vfork_prepare(void) {
+  dlckpt_ic_before_spawn();
+  return REAL(vfork);
+}
+#define DLCKPT_STR2(x) #x
+#define DLCKPT_STR(x) DLCKPT_STR2(x)
+#define VFORK_ENTRY DLCKPT_STR(ENTRY(vfork))
+#if defined(__CET__) && (__CET__ & 1)
+#define VFORK_ENDBR "  endbr64\n"
+#else
+#define VFORK_ENDBR ""
+#endif
+__asm__(".pushsection .text\n"
+        ".globl " VFORK_ENTRY "\n"
+        ".type " VFORK_ENTRY ", @function\n"
+        VFORK_ENTRY ":\n"
+        VFORK_ENDBR
+        "  subq $8, %rsp\n" /* 16-byte alignment for the call */
+        "  call dlckpt_vfork_prepare\n"
+        "  addq $8, %rsp\n"
+        "  jmp *%rax\n"
+        ".size " VFORK_ENTRY ", .-" VFORK_ENTRY "\n"
+        ".popsection\n");
 
 /* ---- stdio ---- */
 

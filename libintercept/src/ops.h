@@ -40,11 +40,10 @@ int OnFd(int fd, R* out, Op&& op) {
   return 1;
 }
 
-// The end of a path operation, once its store reference is dropped: detaches
-// an idle store, stores the result, sets errno (`err`, EIO if unknown) on
-// failure. Returns 1 (handled).
+// The end of a path operation, once its store reference is dropped: stores
+// the result, sets errno (`err`, EIO if unknown) on failure. Returns 1
+// (handled).
 inline int FinishPath(int r, int err, int* out) {
-  ReleaseIfIdle();
   *out = r;
   if (r < 0) errno = err != 0 ? err : EIO;
   return 1;

@@ -255,6 +255,7 @@ int dlckpt_ic_mkdir(int dirfd, const char* path, mode_t mode, int* out) {
     }
     if ((err = CheckParents(s, p)) != 0) return -1;
     dlckpt::Status st = s->Mkdir(p, mode & ~P().umask_bits & 07777);
+    WarnCreateFailure(st);
     err = st.code();
     return st.ok() ? 0 : -1;
   });

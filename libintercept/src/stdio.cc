@@ -199,7 +199,6 @@ int dlckpt_ic_fopen(const char* path, const char* mode, FILE** out) {
     } else {
       *out = OpenStream(p, flags, -1);
     }
-    if (*out == nullptr) ReleaseIfIdle();
   } catch (...) {
     errno = ENOMEM;
     *out = nullptr;

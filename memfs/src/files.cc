@@ -47,8 +47,7 @@ Result<int> Store::Impl::Open(std::string_view path, int flags, mode_t mode) {
   if (it == files_.end()) {
     if (!(flags & O_CREAT)) return Status::NotFound(Where(path) + ": no such file");
     if (files_.size() >= geo_.max_files) {
-      return Status::NoSpace(Where(path) + ": file table full (" +
-                             std::to_string(geo_.max_files) + " files)");
+      return FileTableFullLocked(path);
     }
     node = NewNodeLocked(path, S_IFREG | (mode & 07777));
   } else {
@@ -242,7 +241,7 @@ Status Store::Impl::Mkdir(std::string_view path, mode_t mode) {
   if (!owner_) return Status::Error(EROFS, Where(path) + ": store attached read-only");
   if (files_.count(path)) return Status::Error(EEXIST, Where(path) + ": exists");
   if (files_.size() >= geo_.max_files) {
-    return Status::NoSpace(Where(path) + ": file table full");
+    return FileTableFullLocked(path);
   }
   NodePtr node = NewNodeLocked(path, S_IFDIR | (mode & 07777));
   files_.emplace(node->path, node);
@@ -275,6 +274,14 @@ Result<std::vector<FileInfo>> Store::Impl::List(std::string_view prefix) {
 
 std::string Store::Impl::Where(std::string_view path) const {
   return "store " + name() + ": " + std::string(path);
+}
+
+Status Store::Impl::FileTableFullLocked(std::string_view path) const {
+  return Status::NoSpace(Where(path) + ": file table full: " + std::to_string(files_.size()) +
+                         " files and directories (max_files " + std::to_string(geo_.max_files) +
+                         "); create the store with more: DLCKPT_MAX_FILES (preload, wrappers), "
+                         "dlckpt-fuse/dlckpt-store --max-files, or a larger capacity (default " +
+                         "one entry per 32 KiB)");
 }
 
 std::string Store::Impl::Where(int fd) const {

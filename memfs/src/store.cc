@@ -44,6 +44,12 @@ Result<Compression> ParseCompression(std::string_view text) {
 
 const char* CompressionName(Compression c) { return c == Compression::kLz4 ? "lz4" : "none"; }
 
+uint32_t DefaultMaxFiles(uint64_t capacity) {
+  constexpr uint64_t kBytesPerFile = 32u << 10;
+  return static_cast<uint32_t>(
+      std::clamp<uint64_t>(capacity / kBytesPerFile, 1024, uint64_t{1} << 20));
+}
+
 Store::Impl::Impl(Env* env, std::unique_ptr<MappedShm> shm, bool owner)
     : env_(env), shm_(std::move(shm)), owner_(owner), base_(shm_->data()) {}
 
@@ -55,7 +61,9 @@ Store::Impl::~Impl() {
 }
 
 Result<std::unique_ptr<Store::Impl>> Store::Impl::Create(const std::string& name,
-                                                         const StoreOptions& o, Env* env) {
+                                                         const StoreOptions& options, Env* env) {
+  StoreOptions o = options;
+  if (o.max_files == 0) o.max_files = DefaultMaxFiles(o.capacity);
   if (o.block_size < 4096 || o.block_size > (16u << 20) ||
       (o.block_size & (o.block_size - 1)) != 0) {
     return Status::InvalidArgument("store " + name + ": block size " +
@@ -63,8 +71,9 @@ Result<std::unique_ptr<Store::Impl>> Store::Impl::Create(const std::string& name
                                    " is not a power of two in [4 KiB, 16 MiB]");
   }
   if (o.capacity == 0) return Status::InvalidArgument("store " + name + ": capacity 0");
-  if (o.max_files == 0 || o.max_files > (1u << 20)) {
-    return Status::InvalidArgument("store " + name + ": max_files must be in [1, 2^20]");
+  if (o.max_files > (1u << 20)) {
+    return Status::InvalidArgument("store " + name + ": max_files " + std::to_string(o.max_files) +
+                                   " is not in [1, 2^20] (0: the default for the capacity)");
   }
   if (o.max_open == 0 || o.max_open > (1u << 20)) {
     return Status::InvalidArgument("store " + name + ": max_open must be in [1, 2^20]");

@@ -205,6 +205,9 @@ class Store::Impl {
   // ---- file table and descriptors (files.cc) -------------------------------------------
 
   std::string Where(std::string_view path) const;
+  // ENOSPC for a create of `path` into a full file table, naming the limit
+  // and how to raise it. mu_ held.
+  Status FileTableFullLocked(std::string_view path) const;
   std::string Where(int fd) const;
   Status CheckPath(std::string_view path) const;
   Status RequireOwner(const char* what) const;

@@ -33,6 +33,8 @@ commands:
   verify STORE            recompute the CRC32C of every file of every committed
                           epoch; exit 1 on a mismatch
   rm STORE [PATH]         remove the whole store, or one file of its working set
+  rm --job JOB [--node N] remove every store and parity object of job JOB (on
+                          node N) from this node, printing each name
 
 ls, cat and stat also check the metadata of every version the store holds;
 a damaged one is reported on standard error and the exit status is 1.
@@ -47,7 +49,8 @@ options:
   --epoch E       the committed epoch to look at (ls, cat, stat)
   --capacity N    data capacity for create (default 256M; K/M/G suffixes)
   --block-size N  block size for create (default 64K)
-  --max-files N   file table size for create (default 1024)
+  --max-files N   file table size for create (default: one per 32 KiB of
+                  capacity, at least 1024: 8192 for 256M)
   --compress C    none (default) or lz4: compress file data chunk by chunk
   --threshold T   lz4: keep a chunk compressed only if it fills at most T of
                   its raw blocks (default 0.875)
@@ -221,8 +224,37 @@ int CmdVerify(const Args& a) {
   return 0;
 }
 
+// rm --job J [--node N]: every store and parity object of job J (on node N)
+// in this node's /dev/shm. Objects that are not the job's stores or parity
+// are left alone. Exit 1 if one could not be removed.
+int CmdRmJob(const Args& a) {
+  if (!ValidJobName(a.create.job)) {
+    return Fail(Status::InvalidArgument("rm --job: invalid job id '" + a.create.job + "'"));
+  }
+  std::string prefix = a.create.node.empty() ? JobPrefix(a.create.job)
+                                             : NodePrefix(a.create.job, a.create.node);
+  auto names = Env::Default()->ListShm(prefix);
+  if (!names.ok()) return Fail(names.status());
+  int status = 0;
+  for (const auto& n : *names) {
+    auto id = ParseStoreName(n);
+    size_t at = n.rfind(".parity");
+    bool parity = at != std::string::npos && at >= JobPrefix(a.create.job).size() &&
+                  n.size() == at + 8 && (n.back() == '0' || n.back() == '1');
+    if (!(id.ok() && id->job == a.create.job) && !parity) continue;
+    Status s = Store::Destroy(n);
+    if (s.ok() || s.code() == ENOENT) {
+      std::printf("removed %s\n", n.c_str());
+    } else {
+      status = Fail(s);
+    }
+  }
+  return status;
+}
+
 int CmdRm(const Args& a) {
-  if (a.pos.empty()) return Usage("rm needs STORE");
+  if (a.pos.empty() && !a.create.job.empty()) return CmdRmJob(a);
+  if (a.pos.empty()) return Usage("rm needs STORE (or --job JOB)");
   std::string name = Normalize(a.pos[0]);
   if (a.pos.size() == 1) {
     // Refuse to remove something that is not a store.

@@ -4,6 +4,7 @@
 # unmount by fusermount3 -u, SIGTERM and SIGINT, the checkpoint trigger and
 # dlckpt-ctl, a remount, a daemon crash (uncommitted files lost, committed
 # ones kept), and a store written without directory entries.
+# A mount point alone serves the default store (job local) and says which.
 # Usage: fuse_lifecycle_test.sh BIN_DIR
 set -euo pipefail
 BIN_DIR="$1"
@@ -28,7 +29,6 @@ new_mountpoint mnt
 expect_fail "no MOUNTPOINT given" "$FUSE_BIN" --store "$store"
 expect_fail "unknown option --frobnicate" "$FUSE_BIN" "$mnt" --store "$store" --frobnicate 1
 expect_fail "bad capacity '12Q'" "$FUSE_BIN" "$mnt" --store "$store" --capacity 12Q
-expect_fail "no store given" env -u DLCKPT_JOB "$FUSE_BIN" "$mnt"
 expect_fail "unknown option(s): \`-o bogus_option'" "$FUSE_BIN" "$mnt" --store "$store" -o bogus_option
 expect_fail "mount point $TMP/nope: No such file or directory" "$FUSE_BIN" "$TMP/nope" --store "$store"
 touch "$TMP/file"
@@ -36,6 +36,20 @@ expect_fail "mount point $TMP/file: not a directory" "$FUSE_BIN" "$TMP/file" --s
 expect_fail "block size 3000 is not a power of two" "$FUSE_BIN" "$mnt" --store "$store" --block-size 3000
 is_mounted "$mnt" && fail "a refused mount left $mnt mounted"
 [ ! -e "/dev/shm$store" ] || fail "a refused mount left store $store behind"
+
+# --- the simplest form: MOUNTPOINT alone serves the default store (job local) -------
+new_mountpoint mnt0
+out=$(env -u DLCKPT_JOB -u DLCKPT_RANK DLCKPT_NODE="n$TEST_JOB" "$FUSE_BIN" "$mnt0" --capacity 64M 2>&1) ||
+  fail "dlckpt-fuse MOUNTPOINT alone: $out"
+STORES+=("/dlckpt.local.n$TEST_JOB.r0")
+PIDS+=("$(daemon_pid "$mnt0")")
+grep -qF "serving store /dlckpt.local.n$TEST_JOB.r0 on $mnt0" <<< "$out" ||
+  fail "the default store is not printed: $out"
+grep -q "^store: /dlckpt.local.n$TEST_JOB.r0$" "$mnt0/.dlckpt/status" || fail "default store name"
+# The file table follows the capacity (one entry per 32 KiB), as under the preload.
+grep -q "^max_files: 2048$" "$mnt0/.dlckpt/status" || fail "default max_files: $(cat "$mnt0/.dlckpt/status")"
+[ "$(stat -f -c %c "$mnt0")" = 2048 ] || fail "statfs files: $(stat -f -c %c "$mnt0")"
+unmount_fs "$mnt0"
 
 # --- store identity from the environment, daemon mode, fusermount3 -u --------------
 DLCKPT_JOB="$TEST_JOB" DLCKPT_NODE=nodeZ DLCKPT_RANK=5 "$FUSE_BIN" "$mnt" --capacity 32M ||

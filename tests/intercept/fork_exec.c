@@ -1,8 +1,9 @@
 /* fork_exec: memfs descriptors across fork and exec.
  *   fork_exec PREFIX          the parent: opens A (O_CLOEXEC) and B (no
- *                             O_CLOEXEC), forks a child that does not exec
- *                             and one that execs this program, then checks
- *                             its own file is intact.
+ *                             O_CLOEXEC), starts a child that does not
+ *                             exec (fork) and two that exec this program
+ *                             (fork, vfork), then checks its own file is
+ *                             intact.
  *   fork_exec --exec A B P    the exec'd child: A must be closed, B an
  *                             inherited placeholder that refuses I/O (EBADF),
  *                             and P (a prefix path) unavailable (EBUSY) while
@@ -77,6 +78,19 @@ int main(int argc, char** argv) {
     char sa[16], sb[16];
     snprintf(sa, sizeof sa, "%d", a);
     snprintf(sb, sizeof sb, "%d", b);
+    execl("/proc/self/exe", argv[0], "--exec", sa, sb, pc, (char*)NULL);
+    _exit(3);
+  }
+  CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  /* vfork + exec (through dlckpt's vfork entry point): the same as fork +
+   * exec, and the parent, which owns the store, resumes intact. */
+  char sa[16], sb[16];
+  snprintf(sa, sizeof sa, "%d", a);
+  snprintf(sb, sizeof sb, "%d", b);
+  pid = vfork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
     execl("/proc/self/exe", argv[0], "--exec", sa, sb, pc, (char*)NULL);
     _exit(3);
   }

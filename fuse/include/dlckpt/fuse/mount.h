@@ -107,6 +107,7 @@ enum class CacheMode {
 struct MountOptions {
   std::string mountpoint;
   std::string store;  // the store's shared memory name ("/dlckpt.J.N.rR")
+  bool store_named = false;  // --store given (else the name was made; it is printed)
   // Used when the store does not exist yet (capacity, block size, max files,
   // and the identity job/node/rank recorded in it).
   memfs::StoreOptions create;
@@ -124,7 +125,7 @@ struct MountOptions {
 
 // Parses argv (argv[0] is the program name). Store selection: --store NAME or
 // -o store=NAME; otherwise the name is made from --job (default $DLCKPT_JOB,
-// required), --node (default $DLCKPT_NODE, else the host name) and --rank
+// else "local", as the preload library's), --node (default $DLCKPT_NODE, else the host name) and --rank
 // (default $DLCKPT_RANK, else 0). `getenv` is injectable for tests.
 // Errors (EINVAL) name the offending argument.
 Result<MountOptions> ParseMountArgs(

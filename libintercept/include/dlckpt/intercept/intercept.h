@@ -15,10 +15,15 @@
 // $PMIX_RANK, $SLURM_PROCID, else 0. An existing store is attached (a
 // relaunched rank finds its restored checkpoint); otherwise it is created
 // with $DLCKPT_STORE_CAPACITY (default 256M), $DLCKPT_BLOCK_SIZE (default
-// 64K), $DLCKPT_COMPRESS (none or lz4), $DLCKPT_COMPRESS_THRESHOLD and
+// 64K), $DLCKPT_MAX_FILES (default memfs::DefaultMaxFiles of the capacity:
+// 8192 for 256M), $DLCKPT_COMPRESS (none or lz4), $DLCKPT_COMPRESS_THRESHOLD and
 // $DLCKPT_COMPRESS_CHUNK (see memfs.h) and the identity job/node/rank.
-// Operations that only read (stat, open without O_CREAT, opendir) never
-// create a store. Configure() overrides the environment before first use.
+// Operations that only read (stat, statfs, open without O_CREAT, opendir)
+// never create a store. Once attached, the store stays attached until exit,
+// exec or DetachStore(), except that a process that has not opened a memfs
+// file (nor called ProcessStore()) lets it go before fork, vfork,
+// posix_spawn, system and popen, so that the commands a shell runs can own
+// it. Configure() overrides the environment before first use.
 // At exit the store is detached cleanly after every stdio stream (and, in
 // both modes, libgfortran's units) has been flushed, so its working files
 // remain for the next owner.
@@ -67,6 +72,9 @@ struct StoreConfig {
   int rank = -1;
   uint64_t capacity = 0;    // bytes; used only when the store is created
   uint32_t block_size = 0;  // bytes; used only when the store is created
+  // Files and directories the store's table holds (used only when the store
+  // is created): 0 = $DLCKPT_MAX_FILES, else memfs::DefaultMaxFiles(capacity).
+  uint32_t max_files = 0;
   // Compression of a store this process creates: "" = $DLCKPT_COMPRESS, else
   // "none" or "lz4"; threshold < 0 and chunk_size 0 = their environment
   // variables (memfs.h, "Compression"). Ignored for an existing store.
@@ -107,7 +115,8 @@ DLCKPT_INTERCEPT_API Status FlushStreams();
 
 // Flushes streams, invalidates every memfs descriptor and destroys the Store
 // object (an owner keeps its working files). The next memfs access attaches
-// again, with the configuration at that time.
+// again, with the configuration at that time, and the process is no longer
+// pinned to the store (see "The store" above) until it opens a file again.
 DLCKPT_INTERCEPT_API Status DetachStore();
 
 // Calls `hook` once, on the first write to a memfs file after this call (the

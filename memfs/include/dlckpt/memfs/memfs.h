@@ -17,9 +17,11 @@
 // checkpoint costs its size once per live version: about twice the checkpoint
 // while the next one is written or encoded (acknowledged + working/pending),
 // three times only if the application writes while an epoch awaits its
-// acknowledgement. Metadata: 3 version slots of (max_files * 320 + blocks * 4)
-// bytes (+ blocks * 8 for the chunk table of a compressed store) plus one
-// 4 KiB header.
+// acknowledgement. Metadata: 3 version slots of (232 + max_files * 320 +
+// blocks * 4, + blocks * 8 for the chunk table of a compressed store) bytes,
+// each rounded up to 4 KiB, plus one 4 KiB header (StoreStats::shm_bytes =
+// that + capacity); with the default max_files (DefaultMaxFiles) about 3% of
+// the capacity.
 //
 // Compression (StoreOptions::compression = kLz4). File data is cut into
 // chunks of chunk_size bytes (a power of two, at least 2 blocks); each chunk
@@ -94,7 +96,9 @@ const char* CompressionName(Compression c);
 struct StoreOptions {
   uint64_t capacity = 256ull << 20;  // bytes of file data, all versions together
   uint32_t block_size = 64u << 10;   // power of two in [4 KiB, 16 MiB]
-  uint32_t max_files = 1024;         // files (and directories) per version
+  // Files (and directories) per version, at most 2^20; 0 takes
+  // DefaultMaxFiles(capacity). Fixed when the store is created.
+  uint32_t max_files = 0;
   uint32_t max_open = 1024;          // open descriptors per Store object
   bool prefault = true;              // allocate and map every page at creation
   // Compression of file data (see "Compression" above); recorded in the store.
@@ -111,6 +115,13 @@ struct StoreOptions {
   std::string node;
   int rank = 0;
 };
+
+// The file table size a store gets when StoreOptions::max_files is 0: one
+// entry per 32 KiB of capacity, at least 1024 and at most 2^20 (8192 for the
+// default 256 MiB, whose three tables then take 7.5 MiB, 2.9% of it). The
+// preload library, the static wrappers ($DLCKPT_MAX_FILES overrides it),
+// dlckpt-fuse and dlckpt-store all use this rule.
+uint32_t DefaultMaxFiles(uint64_t capacity);
 
 // A store's name ("/dlckpt.<job>.<node>.r<rank>"): dlckpt::StoreName of
 // dlckpt/base/names.h, the one place where shared-memory names are made.

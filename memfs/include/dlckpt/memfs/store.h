@@ -20,7 +20,7 @@ typedef struct dlckpt_store dlckpt_store_t;
 typedef struct dlckpt_store_options {
   uint64_t capacity;   /* bytes of file data, all versions together */
   uint32_t block_size; /* power of two in [4 KiB, 16 MiB] */
-  uint32_t max_files;
+  uint32_t max_files;  /* 0: dlckpt::memfs::DefaultMaxFiles(capacity) */
   uint32_t max_open;
   int prefault;        /* non-zero: allocate every page at creation */
   const char* job;     /* identity recorded in the store; may be NULL */

@@ -487,16 +487,17 @@ def main():
                          "rebuild / encode", "model"], trs))
         md.append("")
     if raw["ior"]:
-        md.append("dlckpt-ior (IOR's Max Write / Max Read, MiB/s):")
+        # GB/s (decimal) as every other figure here; IOR reports MiB/s.
+        md.append("dlckpt-ior (IOR's Max Write / Max Read, converted to GB/s):")
         md.append("")
         trs = []
         for i in raw["ior"]:
             if i["target"] in ("tmpfs -e", "disk -e", "glusterfs -e"):
                 continue
             trs.append([i["target"], str(i["ranks"]), "%d MiB" % i["mib"],
-                        "%.0f" % i["write_mibs"] if "write_mibs" in i else "-",
-                        "%.0f" % i["read_mibs"] if "read_mibs" in i else "-"])
-        md.append(table(["target", "ranks", "per rank", "write MiB/s", "read MiB/s"], trs))
+                        "%.2f" % (i["write_mibs"] * MIB / GB) if "write_mibs" in i else "-",
+                        "%.2f" % (i["read_mibs"] * MIB / GB) if "read_mibs" in i else "-"])
+        md.append(table(["target", "ranks", "per rank", "write GB/s", "read GB/s"], trs))
         md.append("")
     md.append("Model (thesis ch. 7, fitted by least squares; CPU share max(1, processes / %d cores)):" % cores)
     md.append("")
@@ -558,6 +559,65 @@ def main():
     return 0
 
 
+def place_labels(fig, ax, points, texts, avoid=()):
+    """Labels each data point without overlaps: greedily, largest y first, at
+    the first of a ring of offsets (growing radius) whose box touches no placed
+    label, no marker in `avoid` or `points`, the legend or the axes' edge; a
+    label moved away from its point gets a thin leader line."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_px = ax.transData.transform
+    ax_box = ax.get_window_extent(renderer)
+    legend = ax.get_legend()
+    blocked = [legend.get_window_extent(renderer)] if legend else []
+    marks = [to_px(p) for p in list(avoid) + list(points)]
+    scale = fig.dpi / 72.0
+    placed = []
+
+    def free(x0, y0, x1, y1):
+        if x0 < ax_box.x0 + 2 or x1 > ax_box.x1 - 2 or y0 < ax_box.y0 + 2 or y1 > ax_box.y1 - 2:
+            return False
+        for b in blocked:
+            if x0 < b.x1 and x1 > b.x0 and y0 < b.y1 and y1 > b.y0:
+                return False
+        for (a0, b0, a1, b1) in placed:
+            if x0 < a1 + 1 and x1 > a0 - 1 and y0 < b1 + 1 and y1 > b0 - 1:
+                return False
+        for (mx, my) in marks:
+            if x0 - 4 < mx < x1 + 4 and y0 - 4 < my < y1 + 4:
+                return False
+        return True
+
+    order = sorted(range(len(points)), key=lambda i: -points[i][1])
+    for i in order:
+        px, py = to_px(points[i])
+        t = ax.text(0, 0, texts[i], fontsize=6)
+        ext = t.get_window_extent(renderer)
+        t.remove()
+        w, h = ext.width, ext.height
+        best = None
+        for radius in (5, 10, 16, 24, 34, 46, 60, 78, 100):
+            for dx, dy in ((1, 0), (-1, 0), (1, -1), (-1, 1), (1, 1), (-1, -1), (0, -1), (0, 1)):
+                ox, oy = dx * radius * scale, dy * radius * scale
+                x0 = px + ox if dx >= 0 else px + ox - w
+                if dx == 0:
+                    x0 = px - w / 2
+                y0 = py + oy - h / 2 if dy == 0 else (py + oy if dy > 0 else py + oy - h)
+                if free(x0, y0, x0 + w, y0 + h):
+                    best = (x0, y0, radius)
+                    break
+            if best:
+                break
+        if best is None:  # nowhere free: right of the point, overlapping
+            best = (px + 5 * scale, py - h / 2, 5)
+        x0, y0, radius = best
+        placed.append((x0, y0, x0 + w, y0 + h))
+        tx, ty = ax.transData.inverted().transform((x0, y0))
+        ax.annotate(texts[i], points[i], xytext=(tx, ty), textcoords="data", fontsize=6, ha="left", va="bottom",
+                    arrowprops=dict(arrowstyle="-", lw=0.4, color="0.4", shrinkA=0, shrinkB=2)
+                    if radius > 10 else None)
+
+
 def plots(raw, rows, recs, out):
     try:
         import matplotlib
@@ -606,7 +666,7 @@ def plots(raw, rows, recs, out):
     save(fig, "ckpt_time.png")
 
     # aggregate throughput against tmpfs and disk writes of the same ranks
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=(9.5, 4))
     width = 0.8 / max(1, len(sizes))
     for i, s in enumerate(sizes):
         ys, xs = [], []
@@ -626,43 +686,56 @@ def plots(raw, rows, recs, out):
     ax.plot([], [], "kv", label="disk write + fsync")
     ax.set_xticks([j + width * (len(sizes) - 1) / 2 for j in range(len(configs))])
     ax.set_xticklabels(configs)
-    ax.set_ylabel("aggregate GB/s (write + encode)")
+    ax.set_xlabel("m:n (clients:spares per group; 2x: two groups)")
+    ax.set_ylabel("aggregate throughput, GB/s (write + encode)")
     ax.set_title("dlckpt checkpoint throughput (%s)" % where, fontsize=9)
-    ax.legend(fontsize=8)
+    # Beside the axes, never over the bars (it covered the 4:1 group).
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     save(fig, "ckpt_throughput.png")
 
     if recs:
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, ax = plt.subplots(figsize=(8.2, 4))
         xs = ["%s\n%d MiB" % (r["config"], r["mib"]) for r in recs]
         bottom = [0.0] * len(recs)
         for k in ("detection", "survey", "rebuild", "relaunch", "reload"):
             vals = [r[k] for r in recs]
             ax.bar(xs, vals, bottom=bottom, label=k)
             bottom = [a + b for a, b in zip(bottom, vals)]
-        ax.set_ylabel("seconds")
+        ax.set_xlabel("m:n (clients:spares per group), data per rank")
+        ax.set_ylabel("recovery time (s)")
         ax.set_title("dlckpt recovery after a node loss (%s)" % where, fontsize=9)
-        ax.legend(fontsize=8)
+        # Phases top to bottom as stacked; beside the axes, never over a bar.
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0)
         save(fig, "recovery.png")
 
-    fig, ax = plt.subplots(figsize=(5, 5))
+    # Log-log: the times span two decades, so the small sizes are not one
+    # clump at the origin; y = x and the +-20 % band stay straight lines.
+    fig, ax = plt.subplots(figsize=(6.4, 6.4))
     meas = [r["total"] for r in rows]
     pred = [r["pred_total"] for r in rows]
     noshare = [r["pred_no_share_total"] for r in rows]
-    top = max(meas + pred) * 1.1
-    ax.plot([0, top], [0, top], "k-", lw=0.8)
-    ax.plot([0, top], [0, top * 1.2], "k:", lw=0.6)
-    ax.plot([0, top], [0, top * 0.8], "k:", lw=0.6)
+    fused = [r["pred_fused_total"] for r in rows]
+    allv = [v for v in meas + pred + noshare + fused if v > 0]
+    lo, top = min(allv) / 1.6, max(allv) * 1.6
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.plot([lo, top], [lo, top], "k-", lw=0.8)
+    ax.plot([lo, top], [lo * 1.2, top * 1.2], "k:", lw=0.6)
+    ax.plot([lo, top], [lo * 0.8, top * 0.8], "k:", lw=0.6)
     ax.plot(meas, pred, "o", label="ch. 7 model with CPU share")
-    ax.plot(meas, [r["pred_fused_total"] for r in rows], "s", mfc="none", label="fused passes, CPU share")
+    ax.plot(meas, fused, "s", mfc="none", label="fused passes, CPU share")
     ax.plot(meas, noshare, "x", label="ch. 7 model as is")
-    for r in rows:
-        ax.annotate("%s/%d" % (r["config"], r["mib"]), (r["total"], r["pred_total"]), fontsize=6)
     ax.set_xlabel("measured checkpoint time (s)")
     ax.set_ylabel("predicted (s)")
-    ax.set_xlim(0, top)
-    ax.set_ylim(0, top)
-    ax.legend(fontsize=8)
-    ax.set_title("model vs measurement (dotted: +-20 %%)\n%s" % where, fontsize=8)
+    ax.set_xlim(lo, top)
+    ax.set_ylim(lo, top)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("model vs measurement (dotted: +-20 %%; labels m:n/MiB per rank)\n%s" % where, fontsize=8)
+    place_labels(fig, ax, [(r["total"], r["pred_total"]) for r in rows],
+                 ["%s/%d" % (r["config"], r["mib"]) for r in rows],
+                 avoid=list(zip(meas, pred)) + list(zip(meas, fused)) + list(zip(meas, noshare)))
     save(fig, "model.png")
 
 

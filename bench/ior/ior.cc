@@ -32,176 +32,7 @@ std::string Fmt(const char* fmt, ...) {
   return buf;
 }
 
-Result<uint64_t> Size(const std::string& opt, const std::string& v) {
-  auto r = ParseSize(v);
-  if (!r.ok()) return Status::InvalidArgument(opt + ": '" + v + "' is not a size (e.g. 4096, 64k, 16m, 1g)");
-  return *r;
-}
-
-Result<int64_t> Int(const std::string& opt, const std::string& v, int64_t lo, int64_t hi) {
-  char* end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) {
-    return Status::InvalidArgument(opt + ": '" + v + "' is not an integer in [" + std::to_string(lo) +
-                                   ", " + std::to_string(hi) + "]");
-  }
-  return static_cast<int64_t>(x);
-}
-
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// -O key=value[,key=value...]
-Status ParseModuleOptions(const std::string& v, Options* o) {
-  std::istringstream is(v);
-  std::string item;
-  while (std::getline(is, item, ',')) {
-    size_t eq = item.find('=');
-    if (eq == std::string::npos) return Status::InvalidArgument("-O '" + item + "': want key=value");
-    std::string key = item.substr(0, eq), val = item.substr(eq + 1);
-    if (key == "summaryFormat") {
-      std::string l = Lower(val);
-      if (l == "json") {
-        o->format = Format::kJson;
-      } else if (l == "default") {
-        o->format = Format::kDefault;
-      } else {
-        return Status::InvalidArgument("-O summaryFormat=" + val + ": supported are default and JSON");
-      }
-    } else if (key == "summaryFile") {
-      if (val.empty()) return Status::InvalidArgument("-O summaryFile= needs a path");
-      o->summary_file = val;
-    } else {
-      return Status::InvalidArgument("-O " + key + ": unsupported (supported: summaryFormat, summaryFile)");
-    }
-  }
-  return Status::OK();
-}
-
 }  // namespace
-
-std::string UsageText() {
-  return R"(usage: mpiexec -n N dlckpt-ior [OPTIONS]
-
-IOR's command line for the POSIX API, reporting in IOR's formats. Paths under
-/dlckpt go to this rank's memfs store (libintercept); other paths to the OS.
-
-  -a S    API: POSIX (the only one)
-  -b N    block size: contiguous bytes per task per segment (default 1m)
-  -t N    transfer size: bytes per I/O call (default 256k)
-  -s N    segments (default 1)
-  -F      file per process (else one shared file; /dlckpt needs -F with > 1 task)
-  -w      write phase          -r   read phase  (neither -w nor -r: both)
-  -e      fsync before close (counted in close(s))
-  -C      reorder tasks for reads: task i reads the data of task i + Q*tasksPerNode
-          (another node's; nodes are told apart by $DLCKPT_NODE, else the host name)
-  -Q N    task per node offset for -C (default 1)
-  -i N    repetitions (default 1)
-  -o S    test file name (default testFile; -F appends .<rank, 8 digits>)
-  -k      keep the file(s) (else removed after each repetition, timed as "remove")
-  -W      check write: read back and verify after the write phase (untimed)
-  -R      check read: verify the data after the read phase (untimed)
-  -g      barriers between open, transfer and close
-  -d N    seconds to wait before each phase
-  -v      more output (repeatable)
-  -O S    summaryFormat=default|JSON, summaryFile=PATH (comma-separated)
-  --dlckpt.checkpoint
-          /dlckpt only: end each write phase with the collective dlckpt_checkpoint()
-          (commit + encode onto the spares under dlckpt-run + acknowledge), timed in
-          close(s): the figure of a checkpoint, write + encode
-  -h, --help
-
-Sizes take k, m, g (binary). Sizes up to what fits in memory: under dlckpt-run
-give --capacity >= 2 x (segments x block size) + 10 %; without it set
-DLCKPT_STORE_CAPACITY (default 256M).
-)";
-}
-
-Result<Options> ParseOptions(std::span<const std::string> args) {
-  Options o;
-  const std::string flags = "FwreCkWRgvh";
-  const std::string valued = "abtsioOQd";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help") {
-      o.help = true;
-      return o;
-    }
-    if (a == "--dlckpt.checkpoint") {
-      o.dlckpt_checkpoint = true;
-      continue;
-    }
-    if (a.size() < 2 || a[0] != '-' || a[1] == '-') {
-      return Status::InvalidArgument("unexpected argument '" + a + "' (see --help)");
-    }
-    for (size_t p = 1; p < a.size(); ++p) {
-      char c = a[p];
-      if (flags.find(c) != std::string::npos) {
-        switch (c) {
-          case 'F': o.file_per_proc = true; break;
-          case 'w': o.write = true; break;
-          case 'r': o.read = true; break;
-          case 'e': o.fsync = true; break;
-          case 'C': o.reorder = true; break;
-          case 'k': o.keep_file = true; break;
-          case 'W': o.check_write = true; break;
-          case 'R': o.check_read = true; break;
-          case 'g': o.intra_barriers = true; break;
-          case 'v': ++o.verbose; break;
-          case 'h': o.help = true; return o;
-        }
-        continue;
-      }
-      if (valued.find(c) == std::string::npos) {
-        return Status::InvalidArgument(std::string("unknown option -") + c + " (see --help)");
-      }
-      std::string opt = std::string("-") + c;
-      std::string v = a.substr(p + 1);
-      if (!v.empty() && v[0] == '=') v = v.substr(1);
-      if (v.empty() && p + 1 == a.size()) {
-        if (i + 1 >= args.size()) return Status::InvalidArgument(opt + " needs a value");
-        v = args[++i];
-      }
-      switch (c) {
-        case 'a':
-          if (v != "POSIX" && v != "posix") {
-            return Status::InvalidArgument("-a " + v + ": only the POSIX API is supported");
-          }
-          o.api = "POSIX";
-          break;
-        case 'b': { DLCKPT_ASSIGN_OR_RETURN(o.block_size, Size(opt, v)); break; }
-        case 't': { DLCKPT_ASSIGN_OR_RETURN(o.transfer_size, Size(opt, v)); break; }
-        case 's': { DLCKPT_ASSIGN_OR_RETURN(int64_t n, Int(opt, v, 1, int64_t{1} << 40)); o.segments = static_cast<uint64_t>(n); break; }
-        case 'i': { DLCKPT_ASSIGN_OR_RETURN(int64_t n, Int(opt, v, 1, 1000000)); o.repetitions = static_cast<int>(n); break; }
-        case 'Q': { DLCKPT_ASSIGN_OR_RETURN(int64_t n, Int(opt, v, 1, 1000000)); o.task_offset = static_cast<int>(n); break; }
-        case 'd': { DLCKPT_ASSIGN_OR_RETURN(int64_t n, Int(opt, v, 0, 86400)); o.inter_test_delay = static_cast<int>(n); break; }
-        case 'o':
-          if (v.empty()) return Status::InvalidArgument("-o needs a file name");
-          o.test_file = v;
-          break;
-        case 'O': DLCKPT_RETURN_IF_ERROR(ParseModuleOptions(v, &o)); break;
-      }
-      break;  // the value used the rest of this argument
-    }
-  }
-  if (o.transfer_size == 0 || o.transfer_size % 8 != 0) {
-    return Status::InvalidArgument("-t " + std::to_string(o.transfer_size) +
-                                   ": the transfer size must be a positive multiple of 8 bytes");
-  }
-  if (o.block_size == 0 || o.block_size % o.transfer_size != 0) {
-    return Status::InvalidArgument("-b " + std::to_string(o.block_size) +
-                                   ": the block size must be a multiple of the transfer size (" +
-                                   std::to_string(o.transfer_size) + ")");
-  }
-  if (o.block_size > (uint64_t{1} << 50) / o.segments) {
-    return Status::InvalidArgument("-b x -s: too large");
-  }
-  if (!o.write && !o.read && !o.check_write && !o.check_read) o.write = o.read = true;
-  return o;
-}
 
 std::string HumanReadable(uint64_t v) {
   const uint64_t gib = uint64_t{1} << 30, mib = uint64_t{1} << 20;
@@ -261,6 +92,25 @@ std::string FsLine(uint64_t total, uint64_t free, uint64_t inodes, uint64_t free
              static_cast<double>(inodes) / kMiB, used_inodes);
 }
 
+FsStrings FsJson(const FsStats& fs) {
+  FsStrings out;
+  if (!fs.valid) return out;
+  double size = static_cast<double>(fs.total_bytes) / (1 << 30);
+  const char* unit = "GiB";
+  if (size > 1024) {
+    size /= 1024;
+    unit = "TiB";
+  }
+  auto pct = [](uint64_t total, uint64_t free) {
+    return total ? (1.0 - static_cast<double>(free) / static_cast<double>(total)) * 100 : 0.0;
+  };
+  out.capacity = Fmt("%.1f %s", size, unit);
+  out.used_capacity = Fmt("%2.1f%%", pct(fs.total_bytes, fs.free_bytes));
+  out.inodes = Fmt("%.1f Mi", static_cast<double>(fs.total_inodes) / kMiB);
+  out.used_inodes = Fmt("%2.1f%%", pct(fs.total_inodes, fs.free_inodes));
+  return out;
+}
+
 Summary Summarize(const Options& o, const RunInfo& info, Access access) {
   Summary s;
   std::vector<double> bw, ops, times;
@@ -269,6 +119,15 @@ Summary Summarize(const Options& o, const RunInfo& info, Access access) {
     bw.push_back(static_cast<double>(p.agg_bytes) / p.total);
     ops.push_back(static_cast<double>(p.agg_bytes) / static_cast<double>(o.transfer_size) / p.total);
     times.push_back(p.total);
+    if (p.stonewalled) {
+      ++s.stonewall_count;
+      s.stonewall_time += p.stonewall_time;
+      s.stonewall_bytes += static_cast<double>(p.pairs_sum) * static_cast<double>(o.transfer_size);
+    }
+  }
+  if (s.stonewall_count > 0) {
+    s.stonewall_time /= s.stonewall_count;
+    s.stonewall_bytes /= s.stonewall_count;
   }
   s.count = static_cast<int>(bw.size());
   if (bw.empty()) return s;
@@ -310,13 +169,26 @@ uint64_t AggregateBytes(const Options& o, const RunInfo& info) {
 
 // ---- the default (text) report ----
 
+// IOR's line after a stonewalled phase: the transfers ("pairs") the ranks
+// had done at the deadline and the data they had moved.
+std::string StonewallLine(const Options& o, const RunInfo& info, const PhaseResult& p) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  double per = static_cast<double>(o.transfer_size);
+  return Fmt("stonewalling pairs accessed min: %llu max: %llu -- min data: %.1f GiB mean data: %.1f GiB "
+             "time: %.1fs\n",
+             static_cast<unsigned long long>(p.pairs_min), static_cast<unsigned long long>(p.pairs_max),
+             static_cast<double>(p.pairs_min) * per / kGiB,
+             static_cast<double>(p.pairs_sum) * per / kGiB / static_cast<double>(info.tasks > 0 ? info.tasks : 1),
+             p.stonewall_time);
+}
+
 std::string KeyVal(const std::string& key, const std::string& value) {
   return Fmt("%-20s: ", key.c_str()) + value + "\n";
 }
 
 std::string TextReport(const Options& o, const RunInfo& info) {
   std::string out;
-  out += std::string(kVersion) + ": MPI Coordinated Test of Parallel I/O\n";
+  out += std::string("IOR-") + kIorVersion + ": MPI Coordinated Test of Parallel I/O\n";
   out += KeyVal("Began", info.began);
   out += KeyVal("Command line", info.command_line);
   out += KeyVal("Machine", info.machine);
@@ -329,12 +201,16 @@ std::string TextReport(const Options& o, const RunInfo& info) {
   out += KeyVal("apiVersion", "");
   out += KeyVal("test filename", o.test_file);
   out += KeyVal("access", o.file_per_proc ? "file-per-process" : "single-shared-file");
-  out += KeyVal("type", "independent");
+  out += KeyVal("type", "independent");  // -c is ignored under POSIX
   out += KeyVal("segments", std::to_string(o.segments));
-  out += KeyVal("ordering in a file", "sequential");
+  out += KeyVal("ordering in a file", o.random_offset ? "random" : "sequential");
   if (o.reorder) {
     out += KeyVal("ordering inter file", "constant task offset");
     out += KeyVal("task offset", std::to_string(o.task_offset));
+  } else if (o.reorder_random) {
+    out += KeyVal("ordering inter file", "random task offset");
+    out += KeyVal("task offset", std::to_string(o.task_offset));
+    out += KeyVal("reorder random seed", std::to_string(o.random_seed));
   } else {
     out += KeyVal("ordering inter file", "no tasks offsets");
   }
@@ -345,6 +221,10 @@ std::string TextReport(const Options& o, const RunInfo& info) {
   out += KeyVal("xfersize", HumanReadable(o.transfer_size));
   out += KeyVal("blocksize", HumanReadable(o.block_size));
   out += KeyVal("aggregate filesize", HumanReadable(AggregateBytes(o, info)));
+  if (o.deadline > 0) {
+    out += KeyVal("stonewallingTime", std::to_string(o.deadline));
+    out += KeyVal("stoneWallingWearOut", o.wear_out ? "1" : "0");
+  }
   out += KeyVal("dlckpt target", info.target);
   out += "\nResults: \n";
   out += "\n";
@@ -359,6 +239,7 @@ std::string TextReport(const Options& o, const RunInfo& info) {
            PrettyDouble(static_cast<double>(o.transfer_size) / kKiB) + PrettyDouble(p.open) +
            PrettyDouble(p.xfer) + PrettyDouble(p.close) + PrettyDouble(p.total);
     out += Fmt("%-4d\n", p.iteration);
+    if (p.stonewalled) out += StonewallLine(o, info, p);
     bool last_of_iteration = i + 1 == info.phases.size() || info.phases[i + 1].iteration != p.iteration;
     while (last_of_iteration && next_remove < info.removes.size() &&
            info.removes[next_remove].iteration <= p.iteration) {
@@ -385,9 +266,14 @@ std::string TextReport(const Options& o, const RunInfo& info) {
     out += Fmt("%10.2f %10.2f %10.2f %10.2f ", s.bw_max / kMiB, s.bw_min / kMiB, s.bw_mean / kMiB, s.bw_sd / kMiB);
     out += Fmt("%10.2f %10.2f %10.2f %10.2f ", s.ops_max, s.ops_min, s.ops_mean, s.ops_sd);
     out += Fmt("%10.5f ", s.mean_time);
-    out += Fmt("%10s %13s ", "NA", "NA");
+    if (s.stonewall_count > 0) {
+      out += Fmt("%10.2f %13.2f ", s.stonewall_time, s.stonewall_bytes / kMiB);
+    } else {
+      out += Fmt("%10s %13s ", "NA", "NA");
+    }
     out += Fmt("%5d %6d %3d %4d %3d %5d %8d %9d %4d ", 0, info.tasks, info.tasks_per_node, o.repetitions,
-               o.file_per_proc ? 1 : 0, o.reorder ? 1 : 0, o.task_offset, 0, 0);
+               o.file_per_proc ? 1 : 0, o.reorder ? 1 : 0, o.task_offset, o.reorder_random ? 1 : 0,
+               o.random_seed);
     out += Fmt("%6llu %8llu %8llu ", static_cast<unsigned long long>(o.segments),
                static_cast<unsigned long long>(o.block_size), static_cast<unsigned long long>(o.transfer_size));
     out += Fmt("%9.1f %3s %6d\n", static_cast<double>(AggregateBytes(o, info)) / kMiB, o.api.c_str(), 0);
@@ -462,7 +348,7 @@ class Json {
 std::string JsonReport(const Options& o, const RunInfo& info) {
   Json j;
   j.Open("", '{');
-  j.Str("Version", kVersion);
+  j.Str("Version", kIorVersion);
   j.Str("Began", info.began);
   j.Str("Command line", info.command_line);
   j.Str("Machine", info.machine);
@@ -471,7 +357,13 @@ std::string JsonReport(const Options& o, const RunInfo& info) {
   j.Int("TestID", 0);
   j.Str("StartTime", info.start_time);
   j.Str("Path", info.path);
-  if (!info.fs_line.empty()) j.Str("FS", info.fs_line);
+  if (info.fs.valid) {  // IOR's keys and string forms
+    FsStrings fs = FsJson(info.fs);
+    j.Str("Capacity", fs.capacity);
+    j.Str("Used Capacity", fs.used_capacity);
+    j.Str("Inodes", fs.inodes);
+    j.Str("Used Inodes", fs.used_inodes);
+  }
   j.Open("Parameters", '{');
   j.Int("testID", 0);
   j.Int("refnum", 0);
@@ -495,6 +387,19 @@ std::string JsonReport(const Options& o, const RunInfo& info) {
   j.Int("segmentCount", static_cast<long long>(o.segments));
   j.Int("transferSize", static_cast<long long>(o.transfer_size));
   j.Int("blockSize", static_cast<long long>(o.block_size));
+  j.Int("deadlineForStonewalling", o.deadline);
+  j.Int("stoneWallingWearOut", o.wear_out);
+  j.Int("multiFile", o.multi_file);
+  j.Int("fsyncPerWrite", o.fsync_per_write);
+  j.Int("useExistingTestFile", o.use_existing);
+  j.Int("uniqueDir", o.unique_dir);
+  j.Int("singleXferAttempt", o.single_xfer);
+  j.Int("quitOnError", o.quit_on_error);
+  j.Int("randomOffset", o.random_offset);
+  j.Int("reorderTasksRandom", o.reorder_random);
+  j.Int("reorderTasksRandomSeed", o.random_seed);
+  j.Int("collective", o.collective);
+  j.Str("dataPacketType", DataPacketName(o.packet));
   j.Int("dlckptCheckpoint", o.dlckpt_checkpoint);
   j.Close('}');
   j.Open("Options", '{');
@@ -504,9 +409,16 @@ std::string JsonReport(const Options& o, const RunInfo& info) {
   j.Str("access", o.file_per_proc ? "file-per-process" : "single-shared-file");
   j.Str("type", "independent");
   j.Int("segments", static_cast<long long>(o.segments));
-  j.Str("ordering in a file", "sequential");
-  j.Str("ordering inter file", o.reorder ? "constant task offset" : "no tasks offsets");
-  if (o.reorder) j.Int("task offset", o.task_offset);
+  j.Str("ordering in a file", o.random_offset ? "random" : "sequential");
+  j.Str("ordering inter file", o.reorder           ? "constant task offset"
+                               : o.reorder_random ? "random task offset"
+                                                  : "no tasks offsets");
+  if (o.reorder || o.reorder_random) j.Int("task offset", o.task_offset);
+  if (o.reorder_random) j.Int("reorder random seed", o.random_seed);
+  if (o.deadline > 0) {
+    j.Int("stonewallingTime", o.deadline);
+    j.Int("stoneWallingWearOut", o.wear_out);
+  }
   j.Int("nodes", info.nodes);
   j.Int("tasks", info.tasks);
   j.Int("clients per node", info.tasks_per_node);
@@ -532,6 +444,11 @@ std::string JsonReport(const Options& o, const RunInfo& info) {
       j.Dbl("wrRdTime", p.xfer);
       j.Dbl("closeTime", p.close);
       j.Dbl("totalTime", p.total);
+      if (p.stonewalled) {
+        j.Int("stonewallPairsMin", static_cast<long long>(p.pairs_min));
+        j.Int("stonewallPairsMax", static_cast<long long>(p.pairs_max));
+        j.Dbl("stonewallTime", p.stonewall_time);
+      }
       j.Close('}');
     }
     for (const auto& r : info.removes) {
@@ -568,8 +485,8 @@ std::string JsonReport(const Options& o, const RunInfo& info) {
     j.Int("filePerProc", o.file_per_proc);
     j.Int("reorderTasks", o.reorder);
     j.Int("taskPerNodeOffset", o.task_offset);
-    j.Int("reorderTasksRandom", 0);
-    j.Int("reorderTasksRandomSeed", 0);
+    j.Int("reorderTasksRandom", o.reorder_random);
+    j.Int("reorderTasksRandomSeed", o.random_seed);
     j.Dbl("bwMaxMIB", s.bw_max / kMiB);
     j.Dbl("bwMinMIB", s.bw_min / kMiB);
     j.Dbl("bwMeanMIB", s.bw_mean / kMiB);
@@ -579,6 +496,10 @@ std::string JsonReport(const Options& o, const RunInfo& info) {
     j.Dbl("OPsMean", s.ops_mean);
     j.Dbl("OPsSD", s.ops_sd);
     j.Dbl("MeanTime", s.mean_time);
+    if (s.stonewall_count > 0) {
+      j.Dbl("StoneWallTime", s.stonewall_time);
+      j.Dbl("StoneWallbwMeanMIB", s.stonewall_bytes / kMiB / (s.stonewall_time > 0 ? s.stonewall_time : 1));
+    }
     j.Dbl("xsizeMiB", static_cast<double>(AggregateBytes(o, info)) / kMiB);
     j.Close('}');
   }

@@ -15,11 +15,22 @@
 //    stores (/dev/shm/dlckpt.local.<host>.r<rank>) are removed at the end
 //    unless -k keeps the files.
 //
+// The IOR options of issue 21 (see ior.h, UsageText): -z shuffles the
+// transfer order (one seed for all ranks, so a reader reads what the owner
+// wrote in the same order); -D stops a phase's transfers at its deadline and
+// the reads and checks of that repetition cover only what each owner wrote
+// (-O stoneWallingWearOut=1: every rank goes on to the largest count); -m,
+// -u and -F build the file name <dir>/<rank>/<name>.<rep>.<rank 8 digits>;
+// -Y fsyncs each write, -E opens without O_CREAT, -x refuses short transfers,
+// -q stops at the first data error, -l picks the data pattern, -Z reads a
+// random other node's data, -c is noted and ignored (POSIX).
+//
 // Waiting never spins: barriers and reductions are non-blocking calls tested
 // with short sleeps, so that ranks done early do not take CPU time from ranks
 // still writing on an oversubscribed machine.
 #include <fcntl.h>
 #include <mpi.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/utsname.h>
@@ -73,14 +84,6 @@ bool Agree(const Status& s) {
   return bad == 0;
 }
 
-// The data of `owner`'s file in repetition `rep`: one transfer-sized pattern
-// whose first word is replaced by the file offset of each transfer.
-void FillPattern(std::vector<uint64_t>* buf, int owner, int rep) {
-  for (size_t i = 0; i < buf->size(); ++i) {
-    (*buf)[i] = Mix((static_cast<uint64_t>(owner) << 40) ^ (static_cast<uint64_t>(rep) << 32) ^ i);
-  }
-}
-
 std::string Normalize(const std::string& path) {
   std::string abs = path;
   if (abs.empty() || abs[0] != '/') {
@@ -118,13 +121,21 @@ struct File {
   int fd = -1;
   std::unique_ptr<memfs::Store> foreign;
   std::string path;
+  bool single = false;  // -x: a short transfer is an error, not retried
+
+  Status Short(const char* what, size_t done, size_t want, uint64_t off) const {
+    return Status::Error(EIO, std::string(what) + " " + path + " at " + std::to_string(off) + ": " +
+                                  std::to_string(done) + " of " + std::to_string(want) +
+                                  " bytes (-x: single transfer attempt)");
+  }
 
   Status Pwrite(const void* buf, size_t len, uint64_t off) {
     const char* p = static_cast<const char*>(buf);
     while (len > 0) {
       ssize_t n = pwrite(fd, p, len, static_cast<off_t>(off));
-      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINTR && !single) continue;
       if (n <= 0) return Status::FromErrno(n < 0 ? errno : EIO, "write " + path + " at " + std::to_string(off));
+      if (single && static_cast<size_t>(n) < len) return Short("write", static_cast<size_t>(n), len, off);
       p += n;
       off += static_cast<uint64_t>(n);
       len -= static_cast<size_t>(n);
@@ -137,15 +148,17 @@ struct File {
       if (foreign) {
         DLCKPT_ASSIGN_OR_RETURN(size_t n, foreign->Pread(fd, p, len, off));
         if (n == 0) return Status::Error(EIO, "read " + path + " at " + std::to_string(off) + ": end of file");
+        if (single && n < len) return Short("read", n, len, off);
         p += n;
         off += n;
         len -= n;
         continue;
       }
       ssize_t n = pread(fd, p, len, static_cast<off_t>(off));
-      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINTR && !single) continue;
       if (n < 0) return Status::FromErrno(errno, "read " + path + " at " + std::to_string(off));
       if (n == 0) return Status::Error(EIO, "read " + path + " at " + std::to_string(off) + ": end of file");
+      if (single && static_cast<size_t>(n) < len) return Short("read", static_cast<size_t>(n), len, off);
       p += n;
       off += static_cast<uint64_t>(n);
       len -= static_cast<size_t>(n);
@@ -165,20 +178,43 @@ struct File {
   }
 };
 
+// What one rank did in one phase besides its timers.
+struct PhaseCount {
+  uint64_t pairs = 0;          // transfers done
+  bool hit_deadline = false;   // -D stopped it
+  double deadline_at = 0;      // seconds from the phase's start to the stop
+};
+
 class Bench {
  public:
-  Bench(Options o, Target t, int shift) : o_(std::move(o)), t_(std::move(t)), shift_(shift) {
+  Bench(Options o, Target t, int read_owner, uint32_t signature)
+      : o_(std::move(o)), t_(std::move(t)), read_owner_(read_owner), signature_(signature) {
     buf_.resize(o_.transfer_size / 8);
     check_.resize(o_.transfer_size / 8);
+    written_.assign(static_cast<size_t>(g_size), Transfers());
   }
 
-  std::string FileName(int owner) const {
-    if (!o_.file_per_proc) return o_.test_file;
+  // <dir>/<owner>/ with -u; <name>.<rep> with -m; .<owner, 8 digits> with -F.
+  std::string FileName(int owner, int rep) const {
+    std::string name = o_.test_file;
+    if (o_.multi_file) name += "." + std::to_string(rep);
+    if (o_.unique_dir) name = UniqueDir(owner) + "/" + BaseName(name);
+    if (!o_.file_per_proc) return name;
     char suffix[32];
     std::snprintf(suffix, sizeof suffix, ".%08d", owner);
-    return o_.test_file + suffix;
+    return name + suffix;
   }
-  int ReadOwner() const { return o_.reorder ? (g_rank + shift_) % g_size : g_rank; }
+  std::string UniqueDir(int owner) const {
+    std::string name = o_.test_file;
+    size_t slash = name.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "" : name.substr(0, slash);
+    return dir + "/" + std::to_string(owner);
+  }
+  static std::string BaseName(const std::string& path) {
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+  }
+  int ReadOwner() const { return read_owner_; }
   uint64_t Transfers() const { return o_.segments * (o_.block_size / o_.transfer_size); }
   // Offset of transfer k of `owner`'s data in its file.
   uint64_t Offset(int owner, uint64_t k) const {
@@ -188,30 +224,87 @@ class Bench {
                                      : (seg * static_cast<uint64_t>(g_size) + static_cast<uint64_t>(owner)) * o_.block_size;
     return base + j * o_.transfer_size;
   }
+  // The transfer order of repetition rep (the same on every rank).
+  void Order(int rep) {
+    uint64_t seed = static_cast<uint64_t>(static_cast<int64_t>(o_.random_seed)) * 1000003u + static_cast<uint64_t>(rep);
+    order_ = TransferOrder(Transfers(), o_.random_offset, seed);
+  }
+  // The transfers of `owner`'s file that hold data of this repetition: all,
+  // or with -D those its write phase reached (SetWritten).
+  uint64_t Written(int owner) const { return written_[static_cast<size_t>(owner)]; }
+  void SetWritten(std::vector<uint64_t> counts) { written_ = std::move(counts); }
+  void ResetWritten() { written_.assign(static_cast<size_t>(g_size), Transfers()); }
+  bool PerTransferPattern() const {
+    return o_.packet == DataPacket::kOffset || o_.packet == DataPacket::kIncompressible;
+  }
+  void Fill(std::vector<uint64_t>* words, int owner, int rep, uint64_t off) const {
+    FillTransfer(o_.packet, owner, rep, off, signature_, std::span<uint64_t>(*words));
+  }
 
-  // The write phase of repetition `rep`; fills `t` and `latency`.
-  Status Write(int rep, Timers* t, double* latency) {
-    FillPattern(&buf_, g_rank, rep);
+  // Issues transfers order_[0 .. limit) through `io` until the -D deadline
+  // (measured from `start`); with wear-out, then on to the largest count any
+  // rank reached. Collective with -D and wear-out: every rank calls it.
+  template <class Io>
+  Status Transfer(double start, uint64_t limit, PhaseCount* c, Io io) {
+    Status s;
+    uint64_t k = 0;
+    for (; s.ok() && k < limit; ++k) {
+      if (o_.deadline > 0 && MPI_Wtime() - start >= o_.deadline) {
+        c->hit_deadline = true;
+        c->deadline_at = MPI_Wtime() - start;
+        break;
+      }
+      s = io(order_[k]);
+    }
+    if (o_.deadline > 0 && o_.wear_out) {
+      uint64_t most = AllReduce<uint64_t>(k, MPI_UINT64_T, MPI_MAX);
+      for (; s.ok() && k < std::min(most, limit); ++k) s = io(order_[k]);
+    }
+    c->pairs = k;
+    return s;
+  }
+
+  // The write phase of repetition `rep`; fills `t`, `latency` and `c`.
+  Status Write(int rep, Timers* t, double* latency, PhaseCount* c) {
+    Fill(&buf_, g_rank, rep, 0);
     File f;
-    f.path = FileName(g_rank);
+    f.path = FileName(g_rank, rep);
+    f.single = o_.single_xfer;
+    Status s;
+    if (o_.unique_dir && mkdir(UniqueDir(g_rank).c_str(), 0755) != 0 && errno != EEXIST) {
+      s = Status::FromErrno(errno, "-u: mkdir " + UniqueDir(g_rank));
+    }
     Barrier();
     (*t)[0] = MPI_Wtime();
-    f.fd = open(f.path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-    Status s = f.fd < 0 ? Status::FromErrno(errno, "open " + f.path + " for writing") : Status::OK();
+    if (s.ok()) {
+      int flags = (o_.use_existing ? 0 : O_CREAT) | O_WRONLY | O_CLOEXEC;
+      f.fd = open(f.path.c_str(), flags, 0644);
+      if (f.fd < 0) {
+        s = Status::FromErrno(errno, "open " + f.path + " for writing" +
+                                         (o_.use_existing ? " (-E: use the existing file)" : ""));
+      }
+    }
     (*t)[1] = MPI_Wtime();
     if (o_.intra_barriers) Barrier();
     (*t)[2] = MPI_Wtime();
-    for (uint64_t k = 0; s.ok() && k < Transfers(); ++k) {
+    Status x = Transfer((*t)[0], s.ok() ? Transfers() : 0, c, [&](uint64_t k) {
       uint64_t off = Offset(g_rank, k);
-      buf_[0] = off;
-      s = f.Pwrite(buf_.data(), o_.transfer_size, off);
-    }
+      if (PerTransferPattern()) {
+        Fill(&buf_, g_rank, rep, off);
+      } else if (o_.packet == DataPacket::kGeneric) {
+        buf_[0] = off;
+      }
+      Status w = f.Pwrite(buf_.data(), o_.transfer_size, off);
+      if (w.ok() && o_.fsync_per_write && fsync(f.fd) != 0) w = Status::FromErrno(errno, "-Y: fsync " + f.path);
+      return w;
+    });
+    if (s.ok()) s = x;
     (*t)[3] = MPI_Wtime();
     if (o_.intra_barriers) Barrier();
     (*t)[4] = MPI_Wtime();
     if (s.ok() && o_.fsync && fsync(f.fd) != 0) s = Status::FromErrno(errno, "fsync " + f.path);
-    Status c = f.Close();
-    if (s.ok()) s = c;
+    Status cl = f.Close();
+    if (s.ok()) s = cl;
     if (o_.dlckpt_checkpoint) {
       // Collective: every rank calls it, even after a local error, so that
       // nobody waits forever; the error is reported by Agree.
@@ -220,12 +313,13 @@ class Bench {
       }
     }
     (*t)[5] = MPI_Wtime();
-    *latency = ((*t)[3] - (*t)[2]) / static_cast<double>(Transfers());
+    *latency = ((*t)[3] - (*t)[2]) / static_cast<double>(std::max<uint64_t>(c->pairs, 1));
     return s;
   }
 
-  Status OpenForRead(File* f, int owner) {
-    f->path = FileName(owner);
+  Status OpenForRead(File* f, int owner, int rep) {
+    f->path = FileName(owner, rep);
+    f->single = o_.single_xfer;
     if (t_.memfs && owner != g_rank) {
       const std::string& name = t_.store_names[static_cast<size_t>(owner)];
       DLCKPT_ASSIGN_OR_RETURN(f->foreign, memfs::Store::Attach(name, memfs::AttachMode::kReadOnly));
@@ -242,59 +336,66 @@ class Bench {
     return Status::OK();
   }
 
-  Status Read(Timers* t, double* latency) {
+  Status Read(int rep, Timers* t, double* latency, PhaseCount* c) {
     int owner = ReadOwner();
     File f;
     Barrier();
     (*t)[0] = MPI_Wtime();
-    Status s = OpenForRead(&f, owner);
+    Status s = OpenForRead(&f, owner, rep);
     (*t)[1] = MPI_Wtime();
     if (o_.intra_barriers) Barrier();
     (*t)[2] = MPI_Wtime();
-    for (uint64_t k = 0; s.ok() && k < Transfers(); ++k) {
-      s = f.Pread(check_.data(), o_.transfer_size, Offset(owner, k));
-    }
+    Status x = Transfer((*t)[0], s.ok() ? Written(owner) : 0, c, [&](uint64_t k) {
+      return f.Pread(check_.data(), o_.transfer_size, Offset(owner, k));
+    });
+    if (s.ok()) s = x;
     (*t)[3] = MPI_Wtime();
     if (o_.intra_barriers) Barrier();
     (*t)[4] = MPI_Wtime();
-    Status c = f.Close();
-    if (s.ok()) s = c;
+    Status cl = f.Close();
+    if (s.ok()) s = cl;
     (*t)[5] = MPI_Wtime();
-    *latency = ((*t)[3] - (*t)[2]) / static_cast<double>(Transfers());
+    *latency = ((*t)[3] - (*t)[2]) / static_cast<double>(std::max<uint64_t>(c->pairs, 1));
     return s;
   }
 
   // Reads the file the read phase reads and compares every word with what its
-  // owner wrote; returns the number of wrong 8-byte words in *errors.
+  // owner wrote (the transfers its write phase reached); returns the number of
+  // wrong 8-byte words in *errors.
   Status Verify(int rep, uint64_t* errors) {
     int owner = ReadOwner();
     std::vector<uint64_t> expect(buf_.size());
-    FillPattern(&expect, owner, rep);
     File f;
-    DLCKPT_RETURN_IF_ERROR(OpenForRead(&f, owner));
+    DLCKPT_RETURN_IF_ERROR(OpenForRead(&f, owner, rep));
     Status s;
-    for (uint64_t k = 0; s.ok() && k < Transfers(); ++k) {
-      uint64_t off = Offset(owner, k);
+    for (uint64_t i = 0; s.ok() && i < Written(owner); ++i) {
+      uint64_t off = Offset(owner, order_[i]);
       s = f.Pread(check_.data(), o_.transfer_size, off);
-      expect[0] = off;
-      for (size_t i = 0; s.ok() && i < expect.size(); ++i) *errors += check_[i] != expect[i];
+      Fill(&expect, owner, rep, off);
+      for (size_t w = 0; s.ok() && w < expect.size(); ++w) *errors += check_[w] != expect[w];
     }
     Status c = f.Close();
     return s.ok() ? c : s;
   }
 
-  Status Remove() {
+  Status Remove(int rep) {
     if (!o_.file_per_proc && g_rank != 0) return Status::OK();
-    std::string path = FileName(g_rank);
+    std::string path = FileName(g_rank, rep);
     if (unlink(path.c_str()) != 0) return Status::FromErrno(errno, "remove " + path);
+    if (o_.unique_dir && rmdir(UniqueDir(g_rank).c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST) {
+      return Status::FromErrno(errno, "-u: rmdir " + UniqueDir(g_rank));
+    }
     return Status::OK();
   }
 
  private:
   Options o_;
   Target t_;
-  int shift_;
+  int read_owner_;
+  uint32_t signature_;
   std::vector<uint64_t> buf_, check_;
+  std::vector<uint64_t> order_;
+  std::vector<uint64_t> written_;
 };
 
 Timers ReduceTimers(const Timers& t) {
@@ -400,12 +501,27 @@ int main(int argc, char** argv) {
   int tasks_per_node = 0;
   for (const auto& [n, c] : per_node) tasks_per_node = std::max(tasks_per_node, c);
   int shift = (o.task_offset * tasks_per_node) % g_size;
-  if (o.reorder && shift == 0 && g_rank == 0) {
-    std::fprintf(stderr,
-                 "dlckpt-ior: warning: -C: with %d task(s) per node and -Q %d every task reads its own "
-                 "data (nodes are told apart by $DLCKPT_NODE, else the host name; dlckpt-run sets it)\n",
-                 tasks_per_node, o.task_offset);
+  int read_owner = g_rank;
+  if (o.reorder) read_owner = (g_rank + shift) % g_size;
+  if (o.reorder_random) {
+    read_owner = RandomReadOwner(g_rank, g_size, tasks_per_node, o.task_offset,
+                                 static_cast<uint64_t>(static_cast<int64_t>(o.random_seed)));
   }
+  // Whether any rank reads another rank's data (-C or -Z).
+  bool reordered = AllReduce<int>(read_owner != g_rank ? 1 : 0, MPI_INT, MPI_MAX) != 0;
+  if ((o.reorder || o.reorder_random) && !reordered && g_rank == 0) {
+    std::fprintf(stderr,
+                 "dlckpt-ior: warning: %s: with %d task(s) per node and -Q %d every task reads its own "
+                 "data (nodes are told apart by $DLCKPT_NODE, else the host name; dlckpt-run sets it)\n",
+                 o.reorder ? "-C" : "-Z", tasks_per_node, o.task_offset);
+  }
+  if (o.collective && g_rank == 0) {
+    std::fprintf(stderr, "dlckpt-ior: note: -c (collective I/O) is ignored: the POSIX API has no collective "
+                         "I/O (IOR applies it to MPIIO, HDF5 and NCMPI)\n");
+  }
+  // -l timestamp: rank 0's start time, the same on every rank.
+  uint32_t signature = AllReduce<unsigned>(g_rank == 0 ? static_cast<unsigned>(time(nullptr)) : 0u,
+                                           MPI_UNSIGNED, MPI_MAX);
 
   RunInfo info;
   info.began = began;
@@ -431,20 +547,23 @@ int main(int argc, char** argv) {
     memfs::StoreStats st = own_store->stats();
     uint64_t files = 0;
     if (auto l = own_store->List("/"); l.ok()) files = l->size();
+    info.fs = {true, st.capacity, st.blocks_free * st.block_size, st.max_files, st.max_files - files};
     info.fs_line = FsLine(st.capacity, st.blocks_free * st.block_size, st.max_files, st.max_files - files);
   } else {
     std::string dir = DirOf(o.test_file);
     struct statvfs sv;
     struct statfs sf;
     if (statvfs(dir.c_str(), &sv) == 0) {
+      info.fs = {true, static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize, static_cast<uint64_t>(sv.f_bfree) * sv.f_frsize,
+                 sv.f_files, sv.f_ffree};
       info.fs_line = FsLine(static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize,
                             static_cast<uint64_t>(sv.f_bfree) * sv.f_frsize, sv.f_files, sv.f_ffree);
     }
     info.target = "OS file system" + (statfs(dir.c_str(), &sf) == 0 ? " (" + FsTypeName(sf.f_type) + ")" : "");
   }
 
-  Bench bench(o, target, shift);
-  info.path = bench.FileName(0);
+  Bench bench(o, target, read_owner, signature);
+  info.path = bench.FileName(0, 0);
   info.start_time = TimeString(time(nullptr));
   uint64_t agg = o.block_size * o.segments * static_cast<uint64_t>(g_size);
   bool ok = true;
@@ -462,21 +581,47 @@ int main(int argc, char** argv) {
     if (g_rank == 0 && errors) std::fprintf(stderr, "WARNING: incorrect data on %s (%llu errors found).\n", what, static_cast<unsigned long long>(errors));
     return true;
   };
-  for (int rep = 0; ok && rep < o.repetitions; ++rep) {
+  // The phase as IOR reports it, with -D's counts reduced over the ranks.
+  auto phase = [&](Access a, int rep, const Timers& t, double lat, const PhaseCount& c) {
+    double min_lat = AllReduce<double>(lat, MPI_DOUBLE, MPI_MIN);
+    uint64_t sum = AllReduce<uint64_t>(c.pairs, MPI_UINT64_T, MPI_SUM);
+    PhaseResult p = Reduce(a, rep, ReduceTimers(t), min_lat, o.deadline > 0 ? sum * o.transfer_size : agg,
+                           o.transfer_size);
+    if (o.deadline > 0) {
+      p.stonewalled = AllReduce<int>(c.hit_deadline ? 1 : 0, MPI_INT, MPI_MAX) != 0;
+      p.pairs_min = AllReduce<uint64_t>(c.pairs, MPI_UINT64_T, MPI_MIN);
+      p.pairs_max = AllReduce<uint64_t>(c.pairs, MPI_UINT64_T, MPI_MAX);
+      p.pairs_sum = sum;
+      p.stonewall_time = AllReduce<double>(c.hit_deadline ? c.deadline_at : 0, MPI_DOUBLE, MPI_MAX);
+    }
+    info.phases.push_back(p);
+  };
+  bool quit = false;
+  for (int rep = 0; ok && !quit && rep < o.repetitions; ++rep) {
     bool committed = false;
+    bench.Order(rep);
+    bench.ResetWritten();
     if (o.write) {
       delay();
       if (o.verbose && g_rank == 0) std::fprintf(stderr, "Commencing write performance test: %s\n", TimeString(time(nullptr)).c_str());
       Timers t{};
       double lat = 0;
-      Status s = bench.Write(rep, &t, &lat);
+      PhaseCount c;
+      Status s = bench.Write(rep, &t, &lat, &c);
       if (!(ok = Agree(s))) break;
-      double min_lat = AllReduce<double>(lat, MPI_DOUBLE, MPI_MIN);
-      info.phases.push_back(Reduce(Access::kWrite, rep, ReduceTimers(t), min_lat, agg, o.transfer_size));
+      phase(Access::kWrite, rep, t, lat, c);
+      if (o.deadline > 0) {
+        // Reads and checks cover what each owner wrote before its deadline.
+        std::vector<uint64_t> counts(static_cast<size_t>(g_size));
+        MPI_Request req;
+        MPI_Iallgather(&c.pairs, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+        WaitRequest(&req);
+        bench.SetWritten(std::move(counts));
+      }
       committed = o.dlckpt_checkpoint;
     }
     // Another rank's store shows only committed data.
-    bool foreign_reads = target.memfs && o.reorder && shift != 0;
+    bool foreign_reads = target.memfs && reordered;
     if (foreign_reads && !committed && o.write && (o.read || o.check_write || o.check_read)) {
       int rc = dlckpt_checkpoint();
       if (!(ok = Agree(rc == 0 ? Status::OK()
@@ -486,22 +631,35 @@ int main(int argc, char** argv) {
         break;
       }
     }
+    // -q: the first data check that finds wrong data ends the run.
+    auto quit_now = [&](uint64_t before, uint64_t after, const char* what) {
+      if (!o.quit_on_error || after == before) return false;
+      if (g_rank == 0) {
+        std::fprintf(stderr, "dlckpt-ior: -q: quitting after the %s check of repetition %d found wrong data\n", what,
+                     rep);
+      }
+      return true;
+    };
+    uint64_t before = write_errors;
     if (o.check_write && !(ok = verify(rep, "write", &write_errors))) break;
+    if ((quit = quit_now(before, write_errors, "write"))) break;
     if (o.read) {
       delay();
       if (o.verbose && g_rank == 0) std::fprintf(stderr, "Commencing read performance test: %s\n", TimeString(time(nullptr)).c_str());
       Timers t{};
       double lat = 0;
-      Status s = bench.Read(&t, &lat);
+      PhaseCount c;
+      Status s = bench.Read(rep, &t, &lat, &c);
       if (!(ok = Agree(s))) break;
-      double min_lat = AllReduce<double>(lat, MPI_DOUBLE, MPI_MIN);
-      info.phases.push_back(Reduce(Access::kRead, rep, ReduceTimers(t), min_lat, agg, o.transfer_size));
+      phase(Access::kRead, rep, t, lat, c);
     }
+    before = read_errors;
     if (o.check_read && !(ok = verify(rep, "read", &read_errors))) break;
+    if ((quit = quit_now(before, read_errors, "read"))) break;
     if (!o.keep_file && o.write) {
       Barrier();
       double t0 = MPI_Wtime();
-      Status s = bench.Remove();
+      Status s = bench.Remove(rep);
       Barrier();
       double t1 = MPI_Wtime();
       if (!(ok = Agree(s))) break;

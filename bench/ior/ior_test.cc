@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -66,11 +68,18 @@ TEST(IorOptions, Errors) {
       {{"-t", "12"}, "multiple of 8"},
       {{"-b", "lots"}, "-b: 'lots' is not a size"},
       {{"-i", "0"}, "-i: '0' is not an integer"},
-      {{"-x"}, "unknown option -x"},
+      {{"-y"}, "unknown option -y"},
+      {{"-B"}, "option -B is not supported: O_DIRECT"},
+      {{"-T", "60"}, "option -T is not supported"},
       {{"-b"}, "-b needs a value"},
       {{"file"}, "unexpected argument 'file'"},
       {{"-O", "summaryFormat=CSV"}, "supported are default and JSON"},
-      {{"-O", "stoneWallingWearOut=1"}, "unsupported"},
+      {{"-O", "stoneWallingWearOut=1"}, "needs -D"},
+      {{"-O", "hintsFileName=x"}, "-O hintsFileName: unsupported"},
+      {{"-u"}, "-u (unique directory per task) needs -F"},
+      {{"-C", "-Z"}, "give one"},
+      {{"-l", "zeros"}, "-l zeros: supported data packet types"},
+      {{"-D", "-1"}, "-D: '-1' is not an integer"},
       {{"--posix.odirect"}, "unexpected argument"},
   };
   for (const auto& c : cases) {
@@ -79,6 +88,14 @@ TEST(IorOptions, Errors) {
     EXPECT_EQ(o.status().code(), EINVAL);
     EXPECT_NE(o.status().message().find(c.says), std::string::npos) << o.status().message();
   }
+}
+
+TEST(IorOptions, UnreadableScriptNamesPathAndErrno) {
+  auto o = Parse({"-f", "/nonexistent/dir/script"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), ENOENT);
+  EXPECT_NE(o.status().ToString().find("-f /nonexistent/dir/script: cannot read the script"), std::string::npos)
+      << o.status().ToString();
 }
 
 TEST(IorFormat, HumanReadableAndPrettyDouble) {
@@ -200,6 +217,174 @@ TEST(IorFormat, JsonReportHasIorsKeys) {
   EXPECT_EQ(depth, 0);
   EXPECT_EQ(r.back(), '\n');
   EXPECT_EQ(r.substr(r.size() - 2), "}\n");
+}
+
+
+TEST(IorOptions, Issue21Options) {
+  auto o = Parse({"-z", "-D", "10", "-m", "-Y", "-E", "-F", "-u", "-x", "-q", "-l", "offset", "-c", "-Z", "-X", "7",
+                  "-O", "stoneWallingWearOut=1"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->random_offset && o->multi_file && o->fsync_per_write && o->use_existing && o->unique_dir);
+  EXPECT_TRUE(o->single_xfer && o->quit_on_error && o->collective && o->reorder_random && o->wear_out);
+  EXPECT_EQ(o->deadline, 10);
+  EXPECT_EQ(o->random_seed, 7);
+  EXPECT_EQ(o->packet, DataPacket::kOffset);
+  // Bundled, IOR's one-letter packet names, -l=VALUE.
+  auto b = Parse({"-zmYEqxcw", "-l=t", "-D5"});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE(b->random_offset && b->multi_file && b->fsync_per_write && b->use_existing && b->quit_on_error);
+  EXPECT_TRUE(b->single_xfer && b->collective && b->write);
+  EXPECT_FALSE(b->read);
+  EXPECT_EQ(b->packet, DataPacket::kTimestamp);
+  EXPECT_EQ(b->deadline, 5);
+  EXPECT_EQ(Parse({"-l", "i"})->packet, DataPacket::kIncompressible);
+  EXPECT_EQ(Parse({"-l", "incompressible"})->packet, DataPacket::kIncompressible);
+}
+
+TEST(IorOptions, DirectivesAreIorsLongNamesCaseInsensitive) {
+  auto o = Parse({"-O", "blockSize=4m,transferSize=64k, segmentCount=3 ,filePerProc=1", "-O",
+                  "RANDOMOFFSET=1,deadlineForStonewalling=2,stoneWallingWearOut=1,dataPacketType=offset"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->block_size, 4u << 20);
+  EXPECT_EQ(o->transfer_size, 64u << 10);
+  EXPECT_EQ(o->segments, 3u);
+  EXPECT_TRUE(o->file_per_proc && o->random_offset && o->wear_out);
+  EXPECT_EQ(o->deadline, 2);
+  EXPECT_EQ(o->packet, DataPacket::kOffset);
+  Options x;
+  Status s = ApplyDirective("keepFile=2", "-O", &x);
+  EXPECT_NE(s.message().find("-O keepFile: '2' is not an integer in [0, 1]"), std::string::npos) << s.message();
+}
+
+TEST(IorOptions, Script) {
+  Options o;
+  Status s = ApplyScript(
+      "comment before the start\nIOR START\n  # a comment\n  blockSize=2m, transferSize=1m\n\n"
+      "  writeFile=1\n  filePerProc=1\nRUN\nIOR STOP\nafter the stop\n",
+      "s.ior", &o);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(o.block_size, 2u << 20);
+  EXPECT_EQ(o.transfer_size, 1u << 20);
+  EXPECT_TRUE(o.write && o.file_per_proc);
+  Options two;
+  s = ApplyScript("IOR START\nblockSize=2m\nRUN\nblockSize=4m\nRUN\nIOR STOP\n", "two.ior", &two);
+  EXPECT_NE(s.message().find("two.ior:4: a second test after RUN"), std::string::npos) << s.message();
+  Options bad;
+  s = ApplyScript("IOR START\nnoSuchKey=1\nIOR STOP\n", "bad.ior", &bad);
+  EXPECT_NE(s.message().find("bad.ior:2 noSuchKey: unsupported"), std::string::npos) << s.message();
+  EXPECT_FALSE(ApplyScript("blockSize=1m\n", "x", &bad).ok());              // no IOR START
+  EXPECT_FALSE(ApplyScript("IOR START\nblockSize=1m\n", "x", &bad).ok());  // no IOR STOP
+}
+
+TEST(IorOptions, ScriptFileAppliedWhereDashFStands) {
+  std::string path = testing::TempDir() + "/dlckpt_ior_test_script.ior";
+  {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("IOR START\nblockSize=8m\ntransferSize=2m\nrepetitions=4\nRUN\nIOR STOP\n", f);
+    std::fclose(f);
+  }
+  auto o = Parse({"-b", "1m", "-f", path, "-i", "2"});  // -b before: overridden; -i after: wins
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->block_size, 8u << 20);
+  EXPECT_EQ(o->transfer_size, 2u << 20);
+  EXPECT_EQ(o->repetitions, 2);
+  EXPECT_EQ(o->script, path);
+  std::remove(path.c_str());
+}
+
+TEST(IorPatterns, TransferOrderIsAPermutationSharedBySeed) {
+  auto seq = TransferOrder(100, false, 3);
+  for (uint64_t k = 0; k < 100; ++k) EXPECT_EQ(seq[k], k);
+  auto r1 = TransferOrder(100, true, 3), r2 = TransferOrder(100, true, 3), r3 = TransferOrder(100, true, 4);
+  EXPECT_EQ(r1, r2);  // every rank draws the same order from the same seed
+  EXPECT_NE(r1, seq);
+  EXPECT_NE(r1, r3);
+  std::vector<uint64_t> sorted = r1;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, seq);
+  EXPECT_TRUE(TransferOrder(0, true, 1).empty());
+}
+
+TEST(IorPatterns, RandomReadOwnerIsOnAnotherNode) {
+  // 4 nodes x 2 tasks: the owner is at least Q nodes away, same slot on its node.
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    for (int rank = 0; rank < 8; ++rank) {
+      int owner = RandomReadOwner(rank, 8, 2, 1, seed);
+      EXPECT_NE(owner / 2, rank / 2) << rank;
+      EXPECT_EQ(owner % 2, rank % 2);
+      EXPECT_EQ(owner, RandomReadOwner(rank, 8, 2, 1, seed));  // deterministic
+    }
+  }
+  EXPECT_EQ(RandomReadOwner(3, 4, 4, 1, 5), 3);  // one node: own data
+  EXPECT_EQ(RandomReadOwner(1, 4, 1, 4, 5), 1);  // -Q 4 with 4 nodes: none far enough
+}
+
+TEST(IorPatterns, DataPackets) {
+  std::vector<uint64_t> w(4), v(4);
+  FillTransfer(DataPacket::kOffset, 1, 0, 4096, 0, std::span<uint64_t>(w));
+  EXPECT_EQ(w, (std::vector<uint64_t>{4096, 4104, 4112, 4120}));
+  FillTransfer(DataPacket::kTimestamp, 3, 0, 0, 0x12345678u, std::span<uint64_t>(w));
+  EXPECT_EQ(w[0], 0x1234567800000003ull);
+  EXPECT_EQ(w[3], w[0]);
+  FillTransfer(DataPacket::kGeneric, 2, 1, 8192, 0, std::span<uint64_t>(w));
+  EXPECT_EQ(w[0], 8192u);  // the offset first, as before -l existed
+  FillTransfer(DataPacket::kGeneric, 2, 1, 0, 0, std::span<uint64_t>(v));
+  EXPECT_EQ(w[1], v[1]);  // the rest is the same in every transfer
+  FillTransfer(DataPacket::kGeneric, 3, 1, 0, 0, std::span<uint64_t>(v));
+  EXPECT_NE(w[1], v[1]);  // and differs between owners
+  FillTransfer(DataPacket::kIncompressible, 2, 1, 0, 0, std::span<uint64_t>(w));
+  FillTransfer(DataPacket::kIncompressible, 2, 1, 32, 0, std::span<uint64_t>(v));
+  EXPECT_NE(w, v);  // no two transfers alike
+  EXPECT_STREQ(DataPacketName(DataPacket::kOffset), "o");
+}
+
+TEST(IorFormat, BannerStonewallAndReorderRandom) {
+  auto o = Parse({"-b", "16m", "-t", "1m", "-F", "-i", "2", "-z", "-Z", "-X", "5", "-D", "3", "-O",
+                  "stoneWallingWearOut=1"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  RunInfo info = TwoIterations();
+  info.phases[0].stonewalled = true;
+  info.phases[0].pairs_min = 10;
+  info.phases[0].pairs_max = 16;
+  info.phases[0].pairs_sum = 52;
+  info.phases[0].stonewall_time = 3.0;
+  std::string r = FormatReport(*o, info);
+  EXPECT_EQ(r.rfind("IOR-3.3.0+dlckpt: MPI Coordinated Test of Parallel I/O\nBegan               : ", 0), 0u) << r;
+  for (const char* line : {
+           "ordering in a file  : random\n", "ordering inter file : random task offset\n",
+           "task offset         : 1\n", "reorder random seed : 5\n", "stonewallingTime    : 3\n",
+           "stoneWallingWearOut : 1\n",
+           "stonewalling pairs accessed min: 10 max: 16 -- min data: 0.0 GiB mean data: 0.0 GiB time: 3.0s\n",
+       }) {
+    EXPECT_NE(r.find(line), std::string::npos) << "missing:\n" << line << "\nin:\n" << r;
+  }
+  // Summary: Stonewall(s) and Stonewall(MiB) of the stonewalled write, reordrand 1, seed 5.
+  EXPECT_NE(r.find("      3.00         52.00     0      4   1    2   1     0        1         1    5 "),
+            std::string::npos)
+      << r;
+  o->format = Format::kJson;
+  std::string j = FormatReport(*o, info);
+  for (const char* key : {"\"Version\": \"3.3.0+dlckpt\"", "\"randomOffset\": 1", "\"reorderTasksRandom\": 1",
+                          "\"reorderTasksRandomSeed\": 5", "\"deadlineForStonewalling\": 3",
+                          "\"stoneWallingWearOut\": 1", "\"stonewallPairsMax\": 16", "\"StoneWallTime\": 3.0000",
+                          "\"dataPacketType\": \"g\""}) {
+    EXPECT_NE(j.find(key), std::string::npos) << "missing " << key << " in:\n" << j;
+  }
+}
+
+TEST(IorFormat, JsonFileSystemKeysAreIors) {
+  auto o = Parse({"-O", "summaryFormat=JSON"});
+  ASSERT_TRUE(o.ok());
+  RunInfo info = TwoIterations();
+  info.fs = {true, 80ull << 30, 60ull << 30, 4ull << 20, 3ull << 20};
+  std::string j = FormatReport(*o, info);
+  for (const char* key : {"\"Capacity\": \"80.0 GiB\"", "\"Used Capacity\": \"25.0%\"", "\"Inodes\": \"4.0 Mi\"",
+                          "\"Used Inodes\": \"25.0%\""}) {
+    EXPECT_NE(j.find(key), std::string::npos) << "missing " << key << " in:\n" << j;
+  }
+  FsStrings none = FsJson(FsStats{});
+  EXPECT_TRUE(none.capacity.empty());
 }
 
 }  // namespace

@@ -128,7 +128,9 @@ control:
 
 Options come from, lowest precedence first: the defaults; the configuration
 file (one option per line: "nodes = 4", "encode async", "keep"; '#' comments;
-any option above but --config); the environment, DLCKPT_<OPTION> for the
+any option above but --config); the environment (SCR_SET_SIZE, SCR_SET_FAILURES
+and SCR_COPY_TYPE as --group-size, --spares-per-group and --scheme, then
+DLCKPT_<OPTION>, which wins), DLCKPT_<OPTION> for the
 layout, launch and control options (DLCKPT_NODES, DLCKPT_SPARES,
 DLCKPT_GROUP_SIZE, DLCKPT_ENCODE, DLCKPT_JOB, DLCKPT_KEEP=1, ...; the capacity
 is DLCKPT_STORE_CAPACITY), but not failure injection; the command line. A later
@@ -479,7 +481,26 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
     if (next != tokens.size()) return Status::InvalidArgument("configuration file " + config + ": '" +
                                                               tokens[next] + "' is not an option");
   }
-  // 2. DLCKPT_<OPTION> in the environment.
+  // 2. SCR's names for the same settings (an SCR application's job script),
+  // then DLCKPT_<OPTION>, in the environment.
+  static const std::pair<const char*, const char*> kScrOptions[] = {
+      {"SCR_SET_SIZE", "group-size"}, {"SCR_SET_FAILURES", "spares-per-group"}, {"SCR_COPY_TYPE", "scheme"}};
+  for (const auto& [var, option] : kScrOptions) {
+    const char* v = env(var);
+    if (v == nullptr || *v == '\0') continue;
+    std::string value = v;
+    if (std::string(var) == "SCR_COPY_TYPE") {
+      std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (value != "xor" && value != "rs") {
+        return Status::InvalidArgument(std::string(var) + "=" + v +
+                                       ": dlckpt encodes with XOR or RS only (SINGLE and PARTNER have no "
+                                       "equivalent); unset it or set XOR or RS");
+      }
+    }
+    Status s = ApplyOptions({"--" + std::string(option), value}, o, help, &next);
+    if (!s.ok()) return s.Prefixed(std::string("environment ") + var);
+  }
+  // 2b. DLCKPT_<OPTION>.
   for (const auto& [var, option] : EnvOptions()) {
     const char* v = env(var.c_str());
     if (v == nullptr || *v == '\0') continue;

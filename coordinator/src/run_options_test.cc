@@ -124,6 +124,20 @@ TEST(RunOptionsTest, ConfigFileThenEnvironmentThenCommandLine) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("f.conf:3"), std::string::npos) << missing.status().message();
   EXPECT_FALSE(ConfigTokens("f.conf", "config other.conf\n").ok());
+  // SCR's names for the group layout, below DLCKPT_*.
+  o = ParseOptions({"--nodes", "4", "--spares", "4", "--", "app"}, &help, [](const char* n) -> const char* {
+    std::string v = n;
+    return v == "SCR_SET_SIZE" ? "2" : v == "SCR_SET_FAILURES" ? "2" : v == "SCR_COPY_TYPE" ? "RS" : nullptr;
+  });
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->group_size, 2);
+  EXPECT_EQ(o->spares_per_group, 2);
+  EXPECT_EQ(o->scheme, "rs");
+  o = ParseOptions({"--", "app"}, &help, [](const char* n) -> const char* {
+    return std::string(n) == "SCR_COPY_TYPE" ? "PARTNER" : nullptr;
+  });
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("SCR_COPY_TYPE=PARTNER"), std::string::npos) << o.status().message();
   // Every option with a variable is one dlckpt-run accepts.
   for (const auto& [var, option] : EnvOptions()) {
     EXPECT_EQ(var.rfind("DLCKPT_", 0), 0u) << var;

@@ -152,6 +152,41 @@ foreach(t dlckpt-run dlckpt-codec dlckpt-store dlckpt-plan dlckpt-heartbeat dlck
 endforeach()
 install(TARGETS ${_dlckpt_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
+# --- Man pages of the user-facing tools, rendered from their --help and
+# --version by help2man (build/man/man1/, installed under share/man/man1).
+# Without help2man (Debian: help2man) there are none, and the build says so.
+find_program(DLCKPT_HELP2MAN help2man)
+set(_dlckpt_man_names
+  "dlckpt-run=run an MPI application with diskless checkpoints and recover it from node failures"
+  "dlckpt-codec=the codec service: erasure-codes checkpoints onto spare nodes and rebuilds lost ones"
+  "dlckpt-store=inspect, fill and remove memfs checkpoint stores"
+  "dlckpt-plan=choose spares per group and the checkpoint interval for a machine"
+  "dlckpt-heartbeat=send or watch dlckpt's node heartbeats"
+  "dlckpt-fuse=mount a memfs checkpoint store with FUSE"
+  "dlckpt-ctl=checkpoint and control dlckpt-fuse mounts")
+if(DLCKPT_HELP2MAN)
+  set(_dlckpt_man_dir ${PROJECT_BINARY_DIR}/man/man1)
+  set(_dlckpt_mans "")
+  foreach(entry IN LISTS _dlckpt_man_names)
+    string(REGEX REPLACE "=.*" "" tool "${entry}")
+    string(REGEX REPLACE "^[^=]*=" "" what "${entry}")
+    if(TARGET ${tool})
+      add_custom_command(OUTPUT ${_dlckpt_man_dir}/${tool}.1
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${_dlckpt_man_dir}
+        COMMAND ${DLCKPT_HELP2MAN} --no-info --no-discard-stderr --section=1 --source=dlckpt
+                --name=${what} --output=${_dlckpt_man_dir}/${tool}.1 $<TARGET_FILE:${tool}>
+        DEPENDS ${tool}
+        COMMENT "man page of ${tool}"
+        VERBATIM)
+      list(APPEND _dlckpt_mans ${_dlckpt_man_dir}/${tool}.1)
+    endif()
+  endforeach()
+  add_custom_target(dlckpt_man_pages ALL DEPENDS ${_dlckpt_mans})
+  install(FILES ${_dlckpt_mans} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+else()
+  message(STATUS "help2man not found: no man pages (apt-get install help2man)")
+endif()
+
 # --- Recipes without CMake. The libraries of the static recipe, in link
 # order, as paths relative to the prefix; the --wrap flags.
 set(DLCKPT_STATIC_LIBS "")

@@ -36,7 +36,8 @@ grep -q -- "--whole-archive $prefix/$libdir/libdlckpt_intercept.a" share/dlckpt/
 readelf -d bin/dlckpt-run | grep 'R.*PATH.*\$ORIGIN/\.\./'"$libdir" >/dev/null || fail "dlckpt-run has no install RPATH"
 bin/dlckpt-run --version | grep "dlckpt-run" >/dev/null || fail "the installed dlckpt-run does not run"
 # The shared API exports its whole C API; the SCR library only SCR's names.
-for s in dlckpt_init dlckpt_checkpoint dlckpt_restarted_epoch dlckpt_finalize dlckpt_last_error; do
+for s in dlckpt_init dlckpt_checkpoint dlckpt_restarted_epoch dlckpt_finalize dlckpt_last_error \
+         dlckpt_set_encode_mode dlckpt_checkpoint_wait dlckpt_protected_epoch; do
   nm -D --defined-only "$libdir"/libdlckpt_api.so | grep " $s$" >/dev/null || fail "libdlckpt_api.so does not export $s"
 done
 bad=$(nm -D --defined-only "$libdir"/libdlckpt_scr.so | awk '{print $3}' | grep -v -E '^(SCR_|scr_.*_$)' || true)
@@ -44,4 +45,13 @@ bad=$(nm -D --defined-only "$libdir"/libdlckpt_scr.so | awk '{print $3}' | grep 
 # pkg-config and the version file.
 PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" pkg-config --exists 'dlckpt >= 0.1' dlckpt-scr \
   || fail "pkg-config does not find dlckpt"
+# The Fortran module of the API, and the man pages (rendered by help2man when
+# the build found it).
+[ -f include/dlckpt.mod ] || fail "the Fortran module dlckpt.mod is not installed"
+if command -v help2man >/dev/null; then
+  for t in dlckpt-run dlckpt-store dlckpt-plan dlckpt-fuse dlckpt-ctl dlckpt-codec; do
+    grep -q '^\.TH "\?'"$(echo $t | tr a-z A-Z)" share/man/man1/$t.1 2>/dev/null || fail "no man page for $t"
+  done
+  grep -q 'encode.* sync|async' share/man/man1/dlckpt-run.1 || fail "dlckpt-run.1 lacks the options"
+fi
 echo "install_test: ok ($prefix, libdir $libdir)"

@@ -684,6 +684,8 @@ int main(int argc, char** argv) {
   }
   if (write_errors + read_errors > 0) rc = 1;
   if (target.memfs) {
+    // dlckpt-ior removes (or, with -k, keeps) its stores itself, below.
+    setenv("DLCKPT_KEEP", "1", 1);
     if (dlckpt_finalize() != 0) {
       std::fprintf(stderr, "dlckpt-ior: rank %d: dlckpt_finalize: %s\n", g_rank, dlckpt_last_error());
       rc = 1;

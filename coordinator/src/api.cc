@@ -16,6 +16,7 @@
 #include <string>
 
 #include "dlckpt/dlckpt.h"
+#include "dlckpt/base/env.h"
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/names.h"
@@ -37,6 +38,7 @@ struct State {
   std::unique_ptr<codec::RoundEncoder> encoder;    // rank 0, over `service`
   std::unique_ptr<codec::CheckpointRound> round;   // the job's checkpoints
   long long restarted_epoch = 0;
+  bool with_service = false;  // under dlckpt-run (DLCKPT_RENDEZVOUS set), on every rank
 };
 
 State& S() {
@@ -57,6 +59,12 @@ void OnFirstWrite() {
 int EnvInt(const char* name, int dflt) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : dflt;
+}
+
+// A flag in the environment: 1, true or yes.
+bool EnvFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "yes") == 0);
 }
 
 // DLCKPT_ENCODE: "sync" (also unset or empty) or "async".
@@ -103,15 +111,45 @@ Status Init(MPI_Comm comm) {
   uint64_t acked = 0;
   std::string store_name;
   auto store = intercept::ProcessStore();
+  memfs::EpochState ep;
   if (!store.ok()) {
     mine = store.status();
   } else {
     st.store = *store;
     store_name = st.store->name();
-    memfs::EpochState ep = st.store->epochs();
-    if (ep.pending != 0) mine = st.store->AbortPending();  // never acknowledged
-    acked = ep.acknowledged;
+    ep = st.store->epochs();
   }
+  DLCKPT_RETURN_IF_ERROR(c.Agree(mine, "dlckpt_init"));
+
+  // Checkpoints of an earlier run are resumed only when asked: DLCKPT_RESUME=1
+  // (dlckpt-run sets it when it relaunches after a recovery, and with
+  // --resume). Otherwise every store that holds one is removed and created
+  // empty, so that a second run, or another application, never starts from
+  // what an earlier one left.
+  DLCKPT_ASSIGN_OR_RETURN(uint64_t newest_held, c.Max(std::max(ep.acknowledged, ep.pending)));
+  if (newest_held != 0 && !EnvFlag("DLCKPT_RESUME")) {
+    if (c.rank() == 0) {
+      std::fprintf(stderr,
+                   "dlckpt: the stores (%s, ...) hold epoch %llu of an earlier run; not resuming it "
+                   "(DLCKPT_RESUME=1 or dlckpt-run --resume restarts from it): starting from empty stores\n",
+                   store_name.c_str(), static_cast<unsigned long long>(newest_held));
+    }
+    if (ep.acknowledged != 0 || ep.pending != 0) {
+      st.store = nullptr;
+      mine = intercept::DetachStore();
+      if (mine.ok()) mine = Env::Default()->UnlinkShm(store_name);
+      if (mine.ok()) {
+        auto fresh = intercept::ProcessStore();
+        if (fresh.ok()) st.store = *fresh;
+        mine = fresh.status();
+      }
+      mine = mine.Prefixed("removing the earlier run's store " + store_name);
+      ep = memfs::EpochState{};
+    }
+    DLCKPT_RETURN_IF_ERROR(c.Agree(mine, "dlckpt_init"));
+  }
+  if (ep.pending != 0) mine = st.store->AbortPending();  // never acknowledged
+  acked = ep.acknowledged;
   DLCKPT_RETURN_IF_ERROR(c.Agree(mine, "dlckpt_init"));
   DLCKPT_ASSIGN_OR_RETURN(uint64_t lo, c.Min(acked));
   DLCKPT_ASSIGN_OR_RETURN(uint64_t hi, c.Max(acked));
@@ -126,6 +164,7 @@ Status Init(MPI_Comm comm) {
   DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> stores, c.Allgather(store_name));
   Status connected;
   const char* rendezvous = std::getenv("DLCKPT_RENDEZVOUS");
+  st.with_service = rendezvous != nullptr && *rendezvous != '\0';
   if (c.rank() == 0 && rendezvous != nullptr && *rendezvous != '\0') {
     std::vector<protocol::RankEntry> layout;
     for (int i = 0; i < c.size(); ++i) {
@@ -202,6 +241,10 @@ Status Finalize() {
   if (!st.initialized) return Status::InvalidArgument("dlckpt_finalize: not initialised");
   // The last checkpoint is protected before the service goes.
   Status waited = st.round->Wait().status();
+  // Without dlckpt-run (no service), a run that ends well removes its store
+  // unless DLCKPT_KEEP=1: nothing would restart from it, and it holds the
+  // memory of up to three checkpoints. Under dlckpt-run, dlckpt-run decides.
+  const bool remove_store = !st.with_service && st.store != nullptr && !EnvFlag("DLCKPT_KEEP") && waited.ok();
   st.round.reset();
   st.encoder.reset();
   st.service.reset();
@@ -210,6 +253,13 @@ Status Finalize() {
   st.round_store.reset();
   MPI_Comm_free(&st.comm);
   st.initialized = false;
+  if (remove_store && s.ok()) {
+    // Unlinked, not detached: the process keeps its mapping (and a pointer
+    // from intercept::ProcessStore stays valid) until it exits.
+    const std::string name = st.store->name();
+    Status removed = Env::Default()->UnlinkShm(name);
+    if (!removed.ok()) s = removed.Prefixed("removing store " + name + " (DLCKPT_KEEP=1 keeps it)");
+  }
   if (!waited.ok()) return waited.Prefixed("dlckpt_finalize");
   return s.Prefixed("dlckpt_finalize");
 }

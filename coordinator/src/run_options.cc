@@ -114,6 +114,11 @@ control:
   --preload               run the application with LD_PRELOAD=libdlckpt_preload.so
   --keep                  keep stores, parity and the run directory at the end
                           (also when stopped by a signal)
+  --resume                let the first launch restart from the checkpoint the
+                          job's stores already hold (a --keep run of the same
+                          --job); without it the application starts from
+                          empty stores (relaunches after a recovery always
+                          resume; sets DLCKPT_RESUME for the ranks)
   --oversubscribe         run even if this machine cannot: with virtual nodes
                           every process runs here, and dlckpt-run refuses more
                           than 64 per online CPU (N x R application ranks + one
@@ -224,7 +229,7 @@ Result<KillTrigger> ParseTrigger(const std::string& text) {
 namespace {
 
 // Options without a value.
-constexpr const char* kFlagOptions[] = {"keep", "preload", "oversubscribe", "verbose"};
+constexpr const char* kFlagOptions[] = {"keep", "preload", "oversubscribe", "verbose", "resume"};
 
 }  // namespace
 
@@ -235,7 +240,8 @@ const std::vector<std::pair<std::string, std::string>>& EnvOptions() {
          {"nodes", "ranks-per-node", "spares", "group-size", "spares-per-group", "scheme", "capacity", "compress",
           "encode", "codec-nice", "hosts", "launcher", "srun", "srun-args", "launcher-exec", "mpiexec",
           "mpiexec-args", "kill-command", "max-recoveries", "timeout", "job", "run-dir", "codec", "term-grace",
-          "heartbeat-timeout", "heartbeat-address", "preload", "keep", "oversubscribe", "verbose"}) {
+          "heartbeat-timeout", "heartbeat-address", "preload", "keep", "oversubscribe", "verbose",
+          "resume"}) {
       std::string var = "DLCKPT_";
       for (const char* c = option; *c; ++c) var += *c == '-' ? '_' : static_cast<char>(std::toupper(*c));
       // The libraries' name for the store capacity, which dlckpt-run sets for the ranks.
@@ -280,6 +286,10 @@ Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help
     }
     if (a == "--oversubscribe") {
       o.oversubscribe = true;
+      continue;
+    }
+    if (a == "--resume") {
+      o.resume = true;
       continue;
     }
     if (a.empty() || a[0] != '-') {

@@ -67,6 +67,7 @@ struct Options {
   std::string codec;
   bool preload = false;
   bool keep = false;
+  bool resume = false;             // the first launch may resume the job's stores
   bool oversubscribe = false;      // skip CheckMachineLimits
   double term_grace = 1;           // on SIGTERM/SIGINT/SIGHUP: seconds between the jobs' SIGTERM and SIGKILL
   bool verbose = false;

@@ -416,6 +416,9 @@ Status Supervisor::LaunchApp() {
              {"DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)}};
   if (!o_.compress.empty()) job.env.emplace_back("DLCKPT_COMPRESS", o_.compress);
   job.env.emplace_back("DLCKPT_ENCODE", o_.encode);
+  // Stores holding a checkpoint are resumed by a relaunch after a recovery
+  // (which restored one epoch everywhere), or with --resume; see dlckpt_init.
+  job.env.emplace_back("DLCKPT_RESUME", recoveries_started_ > 0 || o_.resume ? "1" : "0");
   job.program = o_.program;
   // Ranks stay in order: one segment per run of consecutive ranks on one node.
   for (const auto& [r, node] : placement_) {

@@ -18,7 +18,12 @@ extern "C" {
 #endif
 
 /* Collective over comm. Attaches (or creates) this rank's store and, when the
- * job runs under dlckpt-run, connects to the codec service. */
+ * job runs under dlckpt-run, connects to the codec service. Stores that hold
+ * a checkpoint of an earlier run are resumed (dlckpt_restarted_epoch) only
+ * when DLCKPT_RESUME=1: dlckpt-run sets it when it relaunches the job after a
+ * recovery, and with --resume. Otherwise rank 0 says so on stderr and every
+ * such store is removed and created empty (a pointer from
+ * dlckpt::intercept::ProcessStore obtained before this call is then invalid). */
 int dlckpt_init(MPI_Comm comm);
 /* The same for Fortran callers: pass the Fortran communicator handle, e.g.
  *   interface; integer(c_int) function dlckpt_init_f(comm) bind(C)
@@ -72,7 +77,9 @@ int dlckpt_encode(void);
 long long dlckpt_restarted_epoch(void);
 
 /* Collective. Waits for an encode in flight (as dlckpt_checkpoint_wait),
- * then detaches from the store and the service. */
+ * then detaches from the service. Without dlckpt-run (no codec service) a
+ * run that ends well also removes its store (unlinked; this process keeps
+ * its mapping until it exits) unless DLCKPT_KEEP=1. */
 int dlckpt_finalize(void);
 
 /* A message describing the last error of this thread ("" if none). */

@@ -17,6 +17,17 @@
 //   RESULT ranks=<R> mib=<M> iters=<I> write=<s> encode=<s> overhead=<s>
 //          total=<s> throughput_gbs=<GB/s of all ranks' data>
 //
+// --report-cold: the first checkpoints against the later ones (issue 21,
+// item 5: fresh store pages are slow on their first write on some virtual
+// machines; memfs pre-touches them at creation, $DLCKPT_PRETOUCH=0 does not).
+// Rank 0 then also prints, counting every iteration (warm-up included):
+//   INIT <s>   dlckpt_init, slowest rank (it creates or attaches the store)
+//   COLD write1 <s> total1 <s> write10 <s> total10 <s> warm_write <s>
+//        warm_total <s>   (checkpoint 1, checkpoint 10 or the last if fewer,
+//                          and the medians of checkpoints 2..)
+//   METRIC first_ckpt_vs_tenth <write1/write10> x target <= 1.2
+//   METRIC first_ckpt_vs_tenth_total <total1/total10> x target <= 1.2
+//
 // After a recovery (dlckpt-run relaunched the job) every rank reads its
 // checkpoint back and checks it word by word ("RELOAD <s>" = slowest rank),
 // then takes --after-restart more checkpoints and stops.
@@ -75,23 +86,30 @@ struct Args {
   int compute_ms = 0;
   int idle_ms = 0;
   std::string dir = "/dlckpt/ckpt_study";
+  bool report_cold = false;
 };
 
 const char kUsage[] =
     "usage: dlckpt-run [...] -- dlckpt-bench-ckpt [--mib M] [--iters I] [--warmup W]\n"
     "         [--record BYTES] [--after-restart K] [--compute-ms C] [--idle-ms S]\n"
-    "         [--dir /dlckpt/...]\n"
+    "         [--dir /dlckpt/...] [--report-cold]\n"
     "  Each rank checkpoints M MiB (default 64) through fwrite into memfs and\n"
     "  dlckpt_checkpoint(), W (default 1) + I (default 3) times; prints ITER lines\n"
     "  and a RESULT line of medians. After a recovery: reloads, K (default 1) more.\n"
     "  --compute-ms C: each rank computes C ms (CPU-bound, untimed) after every\n"
     "  checkpoint, the time an asynchronous encode has to finish; --idle-ms S:\n"
-    "  each rank sleeps S ms instead (a compute phase on other cores).\n";
+    "  each rank sleeps S ms instead (a compute phase on other cores).\n"
+    "  --report-cold: also INIT, COLD and METRIC lines comparing checkpoint 1\n"
+    "  with checkpoint 10 (warm-up included; use --warmup 0 --iters 10).\n";
 
 bool Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     if (f == "--help" || f == "-h") return false;
+    if (f == "--report-cold") {
+      a->report_cold = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: %s needs a value\n", f.c_str());
       return false;
@@ -192,7 +210,9 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
+  double init_t0 = MPI_Wtime();
   if (dlckpt_init(MPI_COMM_WORLD) != 0) Die(std::string("dlckpt_init: ") + dlckpt_last_error());
+  double init_s = Reduce(MPI_Wtime() - init_t0, MPI_MAX);
 
   size_t bytes = a.mib << 20;
   std::vector<uint64_t> data(bytes / 8);
@@ -226,6 +246,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<double> writes, encodes, overheads, totals;
+  std::vector<double> every_write, every_total;  // --report-cold: every iteration
   for (int it = 0; it < todo; ++it) {
     Barrier();
     double t0 = MPI_Wtime();
@@ -255,6 +276,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(epoch), w, c, enc, done - start,
                 restarted ? " after-restart" : (it < a.warmup ? " warmup" : ""));
     std::fflush(stdout);
+    every_write.push_back(w);
+    every_total.push_back(done - start);
     if (restarted || it >= a.warmup) {
       writes.push_back(w);
       encodes.push_back(enc);
@@ -268,6 +291,19 @@ int main(int argc, char** argv) {
                 "throughput_gbs=%.3f%s\n",
                 g_size, a.mib, totals.size(), Median(writes), Median(encodes), Median(overheads), total,
                 static_cast<double>(bytes) * g_size / total / 1e9, restarted ? " after-restart" : "");
+    std::fflush(stdout);
+  }
+  if (g_rank == 0 && a.report_cold && !restarted && !every_write.empty()) {
+    size_t tenth = std::min<size_t>(9, every_write.size() - 1);
+    double w1 = every_write[0], t1 = every_total[0];
+    double w10 = every_write[tenth], t10 = every_total[tenth];
+    std::vector<double> ww(every_write.begin() + (every_write.size() > 1 ? 1 : 0), every_write.end());
+    std::vector<double> wt(every_total.begin() + (every_total.size() > 1 ? 1 : 0), every_total.end());
+    std::printf("INIT %.6f\n", init_s);
+    std::printf("COLD write1 %.6f total1 %.6f write%zu %.6f total%zu %.6f warm_write %.6f warm_total %.6f\n",
+                w1, t1, tenth + 1, w10, tenth + 1, t10, Median(ww), Median(wt));
+    std::printf("METRIC first_ckpt_vs_tenth %.2f x target <= 1.2\n", w10 > 0 ? w1 / w10 : 0.0);
+    std::printf("METRIC first_ckpt_vs_tenth_total %.2f x target <= 1.2\n", t10 > 0 ? t1 / t10 : 0.0);
     std::fflush(stdout);
   }
   if (dlckpt_finalize() != 0) Die(std::string("dlckpt_finalize: ") + dlckpt_last_error());

@@ -5,6 +5,7 @@
 
 #include "dlckpt/base/crc32c.h"
 #include "dlckpt/base/names.h"
+#include "dlckpt/memfs/memfs.h"
 
 namespace dlckpt::codec {
 
@@ -146,6 +147,13 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
       return theirs.ok() ? made.status() : theirs;
     }
     m.shm = std::move(made).value();
+    // Pre-touch (dlckpt/memfs/memfs.h): the fresh object holds no parity yet,
+    // so one word per page of its data area is written now rather than the
+    // encode paying the slow first write of each page. Never done to a slot
+    // that is reused: it may hold the newest complete parity's bytes.
+    if (memfs::PretouchEnabled()) {
+      memfs::PretouchPages(m.shm->data() + header, m.shm->size() - header);
+    }
   }
   m.info = want;
   m.header_bytes = header;

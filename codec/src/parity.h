@@ -10,8 +10,9 @@
 // area; Complete() marks it complete. A crash in between leaves an incomplete
 // slot, which survey and rebuild ignore. Slots are pre-faulted and reused
 // while large enough, and stay mapped between epochs (only this object
-// writes its node's slots, so no page is faulted twice). Not thread-safe; one
-// ParitySlots per codec process.
+// writes its node's slots, so no page is faulted twice). A fresh slot's data
+// pages are pre-touched ($DLCKPT_PRETOUCH, dlckpt/memfs/memfs.h). Not
+// thread-safe; one ParitySlots per codec process.
 //
 // Ownership: a slot is adopted only if this uid created it with mode 0600
 // (Env::OpenShm); another object under a slot's name is reported by Scan,

@@ -3,9 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include <gtest/gtest.h>
+
+#include "dlckpt/memfs/memfs.h"
 
 namespace dlckpt::codec {
 namespace {
@@ -54,6 +57,36 @@ TEST_F(ParityTest, SlotsAlternateAndDescribeThemselves) {
   EXPECT_EQ(e1->len, 4096u);
   EXPECT_EQ(e1->data[100], 1);
   EXPECT_EQ(s.Find(0, 0, 3, 1).status().code(), ENOENT);
+}
+
+TEST_F(ParityTest, AFreshSlotIsPretouchedAReusedOneIsNot) {
+  unsetenv("DLCKPT_PRETOUCH");
+  ParitySlots s(job_, "n9");
+  auto p = s.Prepare(Info(1), 3 * 4096, 0);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  for (uint64_t off : {0u, 4096u, 8192u}) {
+    uint64_t w;
+    std::memcpy(&w, *p + off, sizeof w);
+    EXPECT_EQ(w, memfs::PretouchWord(off)) << off;
+  }
+  std::memset(*p, 7, 3 * 4096);
+  ASSERT_TRUE(s.Complete().ok());
+  Write(s, 2, 1);
+  // Epoch 3 reuses slot 0 (epoch 1's): its bytes are left for the encode.
+  p = s.Prepare(Info(3), 3 * 4096, 2);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)[0], 7);
+  EXPECT_EQ((*p)[4096], 7);
+}
+
+TEST_F(ParityTest, PretouchOffLeavesAFreshSlotZero) {
+  setenv("DLCKPT_PRETOUCH", "0", 1);
+  ParitySlots s(job_, "n9");
+  auto p = s.Prepare(Info(1), 2 * 4096, 0);
+  unsetenv("DLCKPT_PRETOUCH");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ((*p)[0], 0);
+  EXPECT_EQ((*p)[4096], 0);
 }
 
 TEST_F(ParityTest, TheAcknowledgedEpochsParitySurvivesAFailedEncode) {

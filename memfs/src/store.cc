@@ -19,7 +19,9 @@
 // object another uid planted or left readable by others (never adopted).
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "store_impl.h"
@@ -31,8 +33,30 @@ using namespace layout;  // NOLINT(google-build-using-namespace)
 namespace {
 
 constexpr uint64_t kDefaultChunkBlocks = 16;
+constexpr uint64_t kTouchPage = 4096;
 
 }  // namespace
+
+bool PretouchEnabled() {
+  const char* v = std::getenv("DLCKPT_PRETOUCH");
+  if (v == nullptr) return true;
+  std::string t(v);
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(t == "0" || t == "off" || t == "no" || t == "false");
+}
+
+uint64_t PretouchWord(uint64_t off) {
+  // "DLPT" in the high half, the page number in the low: nonzero, and no two
+  // pages alike (a host that merges identical pages would undo the touch).
+  return (uint64_t{0x444c5054} << 32) | ((off / kTouchPage) & 0xffffffffu);
+}
+
+void PretouchPages(uint8_t* base, uint64_t len) {
+  for (uint64_t off = 0; off + sizeof(uint64_t) <= len; off += kTouchPage) {
+    uint64_t w = PretouchWord(off);
+    std::memcpy(base + off, &w, sizeof w);
+  }
+}
 
 Result<Compression> ParseCompression(std::string_view text) {
   std::string t(text);
@@ -137,6 +161,18 @@ Result<std::unique_ptr<Store::Impl>> Store::Impl::Create(const std::string& name
   std::memcpy(shm->data(), &g, sizeof g);
   auto impl = std::make_unique<Impl>(env, std::move(shm), true);
   impl->SetGeometry(g);
+  if (o.prefault && o.pretouch && PretouchEnabled()) {
+    // Pre-touch (memfs.h): the first write into a fresh page is slow on some
+    // virtual machines; pay it here, not in the first checkpoints. Contract:
+    // every block is free now (nothing is allocated before refs_ below), so
+    // this destroys no data; never call it on a block that may hold data.
+    // Only with prefault: fallocate made every page exist (no SIGBUS).
+    auto t0 = std::chrono::steady_clock::now();
+    PretouchPages(impl->data_, g.capacity);
+    impl->pretouch_bytes_ = g.capacity;
+    impl->pretouch_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   impl->max_open_ = o.max_open;
   impl->refs_.assign(nblocks, 0);
   impl->free_blocks_ = nblocks;
@@ -184,6 +220,8 @@ StoreStats Store::Impl::Stats() {
   st.node = IdentityString(geo_.node);
   st.rank = geo_.rank;
   st.shm_bytes = geo_.shm_size;
+  st.pretouch_bytes = pretouch_bytes_;
+  st.pretouch_seconds = pretouch_seconds_;
   return st;
 }
 

@@ -318,6 +318,8 @@ class Store::Impl {
   std::vector<uint8_t> refs_;
   std::vector<uint32_t> acked_blocks_, pending_blocks_;
   uint64_t free_blocks_ = 0;
+  uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
+  double pretouch_seconds_ = 0;
   uint64_t cursor_ = 0;
   uint64_t next_ino_ = 1;
   uint64_t view_epoch_ = 0;

@@ -56,6 +56,22 @@
 // ENOSPC can come from operations that need no new block in an uncompressed
 // store: a write or truncate inside a compressed chunk needs the chunk's raw
 // blocks.
+// Pre-touch. On some virtual machines a page of shared memory is slow the
+// first time it is written even after fallocate and MAP_POPULATE (the host
+// backs it lazily): the first checkpoints, which copy-on-write into blocks
+// never used before, then ran 15-20x slower than later ones. A created store
+// therefore writes one nonzero word into every 4 KiB page of its data area
+// before it returns (StoreOptions::pretouch, on by default; only with
+// prefault, whose fallocate guarantees the pages exist; a store rebuilt by
+// ImageBuilder too). At creation every block is free, so nothing is
+// overwritten; the contract stays that the bytes of a free block, and those
+// of a file's last block past its end, are unspecified (a hole or an
+// extension reads as zeros because memfs writes the zeros). $DLCKPT_PRETOUCH=0
+// (or off, no, false) turns it off for every store and parity slot this
+// process creates; StoreStats::pretouch_bytes / pretouch_seconds say what it
+// did. Cost: about 0.01 s per GiB on top of the prefault's ~1 s per GiB
+// (measured on the development VM, bench/README.md "Cold checkpoints").
+//
 // Processes. One *owner* process (the rank, FUSE daemon, or a restarted rank)
 // writes a store; it holds an advisory lock the kernel drops when it dies.
 // Any number of read-only attachers (the codec, dlckpt-store) read committed
@@ -101,6 +117,9 @@ struct StoreOptions {
   uint32_t max_files = 0;
   uint32_t max_open = 1024;          // open descriptors per Store object
   bool prefault = true;              // allocate and map every page at creation
+  // Write one nonzero word into every page of the data area at creation (see
+  // "Pre-touch" above); only with prefault; $DLCKPT_PRETOUCH=0 overrides it.
+  bool pretouch = true;
   // Compression of file data (see "Compression" above); recorded in the store.
   Compression compression = Compression::kNone;
   // A chunk is stored compressed only if it then fills at most this fraction
@@ -163,7 +182,22 @@ struct StoreStats {
   std::string job, node;
   int rank = 0;
   uint64_t shm_bytes = 0;  // size of the shared memory object
+  // Data-area bytes this Store object pre-touched when it created the store,
+  // and the seconds that took (0 when attached, or pre-touch was off).
+  uint64_t pretouch_bytes = 0;
+  double pretouch_seconds = 0;
 };
+
+// Pre-touch (see above). False if $DLCKPT_PRETOUCH is 0, off, no or false.
+bool PretouchEnabled();
+// Writes a nonzero 8-byte word (PretouchWord of the page's offset from
+// `base`) at the start of every 4 KiB page of [base, base + len). Contract:
+// only into memory that holds no data (a store's free blocks at creation, a
+// fresh parity slot); it destroys whatever was there.
+void PretouchPages(uint8_t* base, uint64_t len);
+// The word PretouchPages writes at offset `off` (a multiple of 4096): never
+// zero, and different for every page, so no two pre-touched pages are alike.
+uint64_t PretouchWord(uint64_t off);
 
 // The encoding view of one committed epoch: a canonical byte image holding
 // the epoch's metadata (a header, one entry per file and, in a compressed

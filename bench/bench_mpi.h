@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "bench_mix.h"
 #include "dlckpt/base/mpi_wait.h"
 
 namespace dlckpt::bench {
@@ -21,16 +22,6 @@ inline void Barrier() {
   MPI_Request req;
   MPI_Ibarrier(MPI_COMM_WORLD, &req);
   WaitRequest(&req);
-}
-
-// A 64-bit mixing function (splitmix64's finaliser): deterministic test data.
-inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
 }
 
 }  // namespace dlckpt::bench

@@ -14,19 +14,14 @@
 #include "dlckpt/base/units.h"
 #include "ior.h"
 
+#include "../bench_mix.h"
+
 namespace dlckpt::ior {
 
 namespace {
 
-// A 64-bit finalizer (murmur3's): the pseudo-random words of the patterns.
-uint64_t Mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
+// The pseudo-random words of the patterns.
+using bench::Mix;
 
 Result<uint64_t> Size(const std::string& opt, const std::string& v) {
   auto r = ParseSize(v);

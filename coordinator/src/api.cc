@@ -24,6 +24,7 @@
 #include "dlckpt/codec/client.h"
 #include "dlckpt/intercept/intercept.h"
 #include "dlckpt/memfs/memfs.h"
+#include "api_persist.h"
 
 namespace dlckpt::api {
 namespace {
@@ -37,6 +38,7 @@ struct State {
   std::unique_ptr<codec::CodecClient> service;     // rank 0, when under dlckpt-run
   std::unique_ptr<codec::RoundEncoder> encoder;    // rank 0, over `service`
   std::unique_ptr<codec::CheckpointRound> round;   // the job's checkpoints
+  std::unique_ptr<Drainer> drainer;                // with $DLCKPT_PERSIST: the second level
   long long restarted_epoch = 0;
   bool with_service = false;  // under dlckpt-run (DLCKPT_RENDEZVOUS set), on every rank
 };
@@ -106,6 +108,12 @@ Status Init(MPI_Comm comm) {
   st.collective = std::make_unique<mpi::Collective>(st.comm, "rank " + std::to_string(rank));
   mpi::Collective& c = *st.collective;
 
+  // A relaunch from a drained epoch (dlckpt-run --restart-from, or a failure
+  // parity could not cover): every rank first restores its store from it.
+  bool restored = false;
+  Status restore = RestoreFromEnv(rank, c.size(), &restored);
+  DLCKPT_RETURN_IF_ERROR(c.Agree(restore, "dlckpt_init"));
+
   // Every rank's store, and the epoch it holds.
   Status mine;
   uint64_t acked = 0;
@@ -127,7 +135,7 @@ Status Init(MPI_Comm comm) {
   // empty, so that a second run, or another application, never starts from
   // what an earlier one left.
   DLCKPT_ASSIGN_OR_RETURN(uint64_t newest_held, c.Max(std::max(ep.acknowledged, ep.pending)));
-  if (newest_held != 0 && !EnvFlag("DLCKPT_RESUME")) {
+  if (newest_held != 0 && !EnvFlag("DLCKPT_RESUME") && !restored) {
     if (c.rank() == 0) {
       std::fprintf(stderr,
                    "dlckpt: the stores (%s, ...) hold epoch %llu of an earlier run; not resuming it "
@@ -196,6 +204,9 @@ Status Init(MPI_Comm comm) {
   st.round = std::make_unique<codec::CheckpointRound>(st.collective.get(), st.round_store.get(),
                                                       st.encoder.get(), "rank " + std::to_string(c.rank()),
                                                       std::move(ro));
+  auto drainer = Drainer::FromEnv(st.store, c.rank(), c.size());
+  DLCKPT_RETURN_IF_ERROR(c.Agree(drainer.status(), "dlckpt_init"));
+  st.drainer = std::move(*drainer);
   st.initialized = true;
   g_rank = c.rank();
   g_next_epoch = static_cast<uint64_t>(st.restarted_epoch) + 1;
@@ -208,6 +219,7 @@ Status Checkpoint() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint: call dlckpt_init first");
   Result<uint64_t> epoch = st.round->Run();
+  if (st.drainer) st.drainer->OnProtected(st.round->protected_epoch());
   g_next_epoch = epoch.ok() ? *epoch + 1 : st.store->epochs().next;
   if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
   return epoch.status().Prefixed("dlckpt_checkpoint");
@@ -216,7 +228,9 @@ Status Checkpoint() {
 Status Wait() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint_wait: call dlckpt_init first");
-  return st.round->Wait().status().Prefixed("dlckpt_checkpoint_wait");
+  Status s = st.round->Wait().status();
+  if (st.drainer) st.drainer->OnProtected(st.round->protected_epoch());
+  return s.Prefixed("dlckpt_checkpoint_wait");
 }
 
 Status SetEncodeMode(int mode) {
@@ -241,6 +255,14 @@ Status Finalize() {
   if (!st.initialized) return Status::InvalidArgument("dlckpt_finalize: not initialised");
   // The last checkpoint is protected before the service goes.
   Status waited = st.round->Wait().status();
+  // A drain due at the last protected epoch starts now; every drain ends
+  // before the store may go. A failed drain leaves the run protected by
+  // parity: reported by the drainer, not an error of finalize.
+  if (st.drainer) {
+    st.drainer->OnProtected(st.round->protected_epoch());
+    (void)st.drainer->Finish();
+    st.drainer.reset();
+  }
   // Without dlckpt-run (no service), a run that ends well removes its store
   // unless DLCKPT_KEEP=1: nothing would restart from it, and it holds the
   // memory of up to three checkpoints. Under dlckpt-run, dlckpt-run decides.

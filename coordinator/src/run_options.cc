@@ -67,12 +67,34 @@ layout:
                           poweroff (also used to fence a node that stopped
                           answering heartbeats, with poweroff)
 
+second level (a persistent, e.g. parallel, file system; docs/design.md):
+  --persist DIR           drain every Nth protected epoch to DIR/<job>/epoch.<E>/
+                          in the background (one file per checkpoint file and a
+                          MANIFEST with each file's rank, size and CRC32C); when
+                          a failure exceeds what parity rebuilds, restart from
+                          the newest complete drained epoch
+  --persist-every N       drain epochs whose number is a multiple of N (default
+                          10); a drain still running when the next is due makes
+                          that one skipped (reported)
+  --persist-keep K        keep the newest K complete drained epochs (default 2)
+  --persist-bandwidth R   cap each rank's drain at R bytes/s (e.g. 200M; default
+                          0 = unlimited)
+  --restart-from DIR      start from the newest complete drained epoch in DIR
+                          (a --persist DIR or its job directory), every file's
+                          CRC verified; the job must have as many ranks
+  --halt-seconds S        after S seconds, drain the newest protected epoch,
+                          wait for it and stop the job (exit 7); also on
+                          SIGUSR1 (srun --signal=USR1@T) and, with --persist, on
+                          SIGTERM
+
 failure injection (virtual nodes: kills the node's processes and destroys its
 shared memory):
   --kill-node N1[,N2] --at WHEN   kill node(s) when WHEN happens; repeatable.
                           WHEN: checkpoint:E (after checkpoint E is protected),
                           commit:E (once every store committed E: with --encode
-                          async, when dlckpt_checkpoint returns), time:T (T s
+                          async, when dlckpt_checkpoint returns), drain:E (while
+                          the ranks drain epoch E to --persist DIR: they hold
+                          it 5 s + D before publishing, so the kill lands inside), time:T (T s
                           after the first launch), phase:write[:E] (while the
                           application writes checkpoint E), phase:encode[:E]
                           (while the codec encodes), phase:recover[:N] (during
@@ -150,10 +172,13 @@ signal's number (143 for SIGTERM). A second signal kills the jobs at once.
 
 At the end dlckpt-run prints a summary (checkpoints, recoveries, time per
 phase) and exits with the status it names: the application's status; 3 when
-recovery was impossible (more failures than spares in a group), 4 when the
+recovery was impossible (more failures than spares in a group, and no
+drained epoch with --persist), 4 when the
 recovery limit was reached, 5 when the job could not be set up or launched
 (also for an unsafe run directory), 6 when the job id is in use by another
-running dlckpt-run, 124 at --timeout, 128 + N after signal N; 2 for bad options
+running dlckpt-run, 7 when halted (--halt-seconds, SIGUSR1, SIGTERM with
+--persist) with a complete drained epoch to --restart-from (3 without one),
+124 at --timeout, 128 + N after signal N; 2 for bad options
 (also for a job this machine cannot run, see --oversubscribe).
 )";
 
@@ -191,12 +216,14 @@ Result<KillTrigger> ParseTrigger(const std::string& text) {
   std::vector<std::string> parts = Split(spec, ':');
   auto bad = [&] {
     return Status::InvalidArgument("--at '" + text +
-                                   "': want checkpoint:E, commit:E, time:T, phase:write[:E], "
+                                   "': want checkpoint:E, commit:E, drain:E, time:T, phase:write[:E], "
                                    "phase:encode[:E] or phase:recover[:N], optionally +D");
   };
   if (parts.empty()) return bad();
-  if ((parts[0] == "checkpoint" || parts[0] == "commit") && parts.size() == 2) {
-    t.kind = parts[0] == "commit" ? KillTrigger::kCommit : KillTrigger::kCheckpoint;
+  if ((parts[0] == "checkpoint" || parts[0] == "commit" || parts[0] == "drain") && parts.size() == 2) {
+    t.kind = parts[0] == "commit" ? KillTrigger::kCommit
+             : parts[0] == "drain" ? KillTrigger::kDrain
+                                   : KillTrigger::kCheckpoint;
     DLCKPT_ASSIGN_OR_RETURN(int64_t e, ParseInt(parts[1], "--at " + text, 1, INT64_MAX));
     t.epoch = static_cast<uint64_t>(e);
   } else if (parts[0] == "time" && parts.size() == 2) {
@@ -241,7 +268,8 @@ const std::vector<std::pair<std::string, std::string>>& EnvOptions() {
           "encode", "codec-nice", "hosts", "launcher", "srun", "srun-args", "launcher-exec", "mpiexec",
           "mpiexec-args", "kill-command", "max-recoveries", "timeout", "job", "run-dir", "codec", "term-grace",
           "heartbeat-timeout", "heartbeat-address", "preload", "keep", "oversubscribe", "verbose",
-          "resume"}) {
+          "resume", "persist", "persist-every", "persist-keep", "persist-bandwidth", "restart-from",
+          "halt-seconds"}) {
       std::string var = "DLCKPT_";
       for (const char* c = option; *c; ++c) var += *c == '-' ? '_' : static_cast<char>(std::toupper(*c));
       // The libraries' name for the store capacity, which dlckpt-run sets for the ranks.
@@ -407,6 +435,22 @@ Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help
       o.run_dir = v;
     } else if (a == "--codec") {
       o.codec = v;
+    } else if (a == "--persist") {
+      o.persist = v;
+    } else if (a == "--persist-every") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 1000000000));
+      o.persist_every = static_cast<int>(n);
+    } else if (a == "--persist-keep") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 1000000));
+      o.persist_keep = static_cast<int>(n);
+    } else if (a == "--persist-bandwidth") {
+      auto b = ParseSize(v);
+      if (!b.ok()) return Status::InvalidArgument(a + ": '" + v + "' is not a byte rate (e.g. 200M, 0 = unlimited)");
+      o.persist_bandwidth = *b;
+    } else if (a == "--restart-from") {
+      o.restart_from = v;
+    } else if (a == "--halt-seconds") {
+      DLCKPT_ASSIGN_OR_RETURN(o.halt_seconds, ParseSeconds(v, a));
     } else {
       return Status::InvalidArgument("unknown option " + a);
     }

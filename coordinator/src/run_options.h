@@ -15,8 +15,8 @@ namespace dlckpt::run {
 
 // When to kill a node: after a checkpoint, at a time, or in a phase.
 struct KillTrigger {
-  enum Kind { kCheckpoint, kCommit, kTime, kWrite, kEncode, kRecover } kind = kTime;
-  uint64_t epoch = 0;    // checkpoint:E, commit:E, phase:write:E, phase:encode:E (0: the first one)
+  enum Kind { kCheckpoint, kCommit, kTime, kWrite, kEncode, kRecover, kDrain } kind = kTime;
+  uint64_t epoch = 0;    // checkpoint:E, commit:E, drain:E, phase:write:E, phase:encode:E (0: the first one)
   double seconds = 0;    // time:T
   double delay = 0;      // "+D": seconds after the trigger
   int occurrence = 1;    // phase:recover:N
@@ -71,6 +71,13 @@ struct Options {
   bool oversubscribe = false;      // skip CheckMachineLimits
   double term_grace = 1;           // on SIGTERM/SIGINT/SIGHUP: seconds between the jobs' SIGTERM and SIGKILL
   bool verbose = false;
+  // The second level (dlckpt/persist/persist.h): drains to a persistent file system.
+  std::string persist;              // --persist DIR; "" = none
+  int persist_every = 10;           // drain epochs E with E % N == 0
+  int persist_keep = 2;             // complete drained epochs kept
+  uint64_t persist_bandwidth = 0;   // bytes per second per rank; 0 = unlimited
+  std::string restart_from;         // --restart-from DIR: the first launch restores from it
+  double halt_seconds = 0;          // drain and stop after this long (0 = never)
   std::vector<std::string> program;  // after "--"
 };
 

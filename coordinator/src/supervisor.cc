@@ -97,7 +97,8 @@ void InstallSignalHandlers() {
   sa.sa_handler = OnTerminationSignal;
   sigfillset(&sa.sa_mask);  // one handler at a time: the count and the first number stay consistent
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
+  // SIGUSR1: Slurm's warning before the time limit (srun --signal=USR1@T): a halt.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaction(sig, &sa, nullptr);
 }
 
 bool Supervisor::Terminating() { return g_signal.load() != 0; }
@@ -418,7 +419,8 @@ Status Supervisor::LaunchApp() {
   job.env.emplace_back("DLCKPT_ENCODE", o_.encode);
   // Stores holding a checkpoint are resumed by a relaunch after a recovery
   // (which restored one epoch everywhere), or with --resume; see dlckpt_init.
-  job.env.emplace_back("DLCKPT_RESUME", recoveries_started_ > 0 || o_.resume ? "1" : "0");
+  job.env.emplace_back("DLCKPT_RESUME", recoveries_started_ > 0 || o_.resume || !restore_dir_.empty() ? "1" : "0");
+  AddPersistEnv(&job);
   job.program = o_.program;
   // Ranks stay in order: one segment per run of consecutive ranks on one node.
   for (const auto& [r, node] : placement_) {
@@ -465,6 +467,7 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
     }
     if (heartbeat_failure_) return Outcome::kFailure;  // the launchers may never notice
     if (o_.timeout > 0 && start_ > 0 && Now() - start_ > o_.timeout) return Outcome::kTimeout;
+    if (o_.halt_seconds > 0 && start_ > 0 && Now() - start_ > o_.halt_seconds) return Outcome::kHalt;
     struct timespec ts{0, 10 * 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
@@ -645,6 +648,13 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
        << (last_epoch_ ? " (newest protected epoch " + std::to_string(last_epoch_) + ")" : "") << ", waited "
        << Fixed(backpressure_s_, 3) << " s for earlier encodes";
   }
+  if (!o_.persist.empty()) {
+    std::vector<std::string> d;
+    for (uint64_t e : drained_) d.push_back(std::to_string(e));
+    os << "; drained to " << o_.persist << ": " << (d.empty() ? "none" : "epoch(s) " + Join(d, ", "));
+    if (drains_skipped_ > 0) os << ", " << drains_skipped_ << " skipped (previous drain still running)";
+    if (drains_failed_ > 0) os << ", " << drains_failed_ << " rank drain(s) failed";
+  }
   os
      << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
   for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
@@ -681,6 +691,10 @@ int Supervisor::Finish(int exit_code, const std::string& note) {
 int Supervisor::Terminate() {
   const int sig = g_signal.load();
   const std::string name = SignalName(sig);
+  // SCR's halt: with --persist, SIGTERM and Slurm's warning signal drain the
+  // newest protected epoch first (a second signal skips it).
+  const bool halt = (sig == SIGUSR1 || (sig == SIGTERM && !o_.persist.empty())) && !Hurry() && app_pid_ > 0;
+  if (halt) (void)HaltDrain(name);  // then as for any signal; the summary says where the state went
   Log("terminated by " + name + ": stopping the application and the codec service");
   codec_.reset();
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
@@ -723,6 +737,7 @@ int Supervisor::Terminate() {
   }
   if (!gone) Log("warning: processes of job " + o_.job + " survived SIGKILL");
   if (o_.verbose) Log("jobs stopped in " + Fixed(Now() - t0) + " s");
+  if (halt) return Finish(kExitHalted, halt_note_);
   return Finish(128 + sig, "terminated by " + name);
 }
 
@@ -750,6 +765,13 @@ int Supervisor::Run() {
     return kExitSetup;
   }
   if (Terminating()) return Terminate();
+  s = PrepareRestartFrom();
+  if (!s.ok()) {
+    Log(s.message());
+    std::error_code ec;
+    if (made_run_dir_) fs::remove_all(run_dir_, ec);
+    return kExitSetup;
+  }
   s = LaunchCodec();
   if (s.ok() && !Terminating()) s = LaunchApp();
   // Timed and random failures count from the application's launch.
@@ -784,6 +806,7 @@ int Supervisor::Run() {
       }
       return Finish(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
     }
+    if (out == Outcome::kHalt) return Halt("--halt-seconds " + Fixed(o_.halt_seconds, 0));
     if (out == Outcome::kTimeout) {
       Log("--timeout " + Fixed(o_.timeout, 0) + " s reached; stopping the job");
       TearDownJobs();
@@ -843,7 +866,18 @@ int Supervisor::Run() {
         StopCodec();  // the survivors' codec processes remove their stores (unless --keep)
         TearDownJobs();
         if (Terminating()) return Terminate();
-        return Finish(kExitUnrecoverable);
+        if (o_.persist.empty()) {
+          Log("no --persist DIR: no drained epoch to restart from");
+          return Finish(kExitUnrecoverable);
+        }
+        Status r = RestartFromDrained(&t);
+        if (Terminating()) return Terminate();
+        if (!r.ok()) {
+          Log(r.message());
+          TearDownJobs();
+          return Finish(kExitUnrecoverable);
+        }
+        break;
       }
       Log("recovery failed: " + s.ToString());
       bool another_failure = last_kill_ >= 0;

@@ -30,6 +30,7 @@ enum ExitCode : int {
   kExitTooManyRecoveries = 4,
   kExitSetup = 5,
   kExitJobBusy = 6,  // another running dlckpt-run holds the job's lock
+  kExitHalted = 7,   // halted (--halt-seconds, or a signal with --persist) after a drain
 };
 
 // Makes SIGTERM, SIGINT and SIGHUP stop the Supervisor of this process. The
@@ -55,7 +56,7 @@ class Supervisor {
     double detection = 0, teardown = 0, survey = 0, rebuild = 0, relaunch = 0;
     std::string what;
   };
-  enum class Outcome { kDone, kFailure, kTimeout, kTerminated };
+  enum class Outcome { kDone, kFailure, kTimeout, kTerminated, kHalt };
 
   // Creates (or checks) the run directory and takes the job's lock in it,
   // held until the process exits. EBUSY when another process holds it.
@@ -97,6 +98,24 @@ class Supervisor {
   // orphans of the job, SIGKILL after --term-grace or at a second signal),
   // reaps them, then Finish(128 + signal).
   int Terminate();
+  // ---- the second level (supervisor_persist.cc) ----
+  // The persistence environment of the application's ranks.
+  void AddPersistEnv(JobSpec* job) const;
+  void HandleDrainEvent(const events::Event& e);
+  // The newest complete drained epoch of `job_dir` whose every file verifies
+  // and that has the job's rank count; logs each one skipped and why.
+  Result<std::string> ChooseDrainedEpoch(const std::string& job_dir);
+  // After a failure parity cannot cover (the jobs are down): picks the
+  // drained epoch, replaces lost virtual nodes (hosts: needs enough live
+  // ones), relaunches the codec; the next LaunchApp restores from it.
+  Status RestartFromDrained(RecoveryTimes* t);
+  // --restart-from at the first launch.
+  Status PrepareRestartFrom();
+  // Halt: stops the application, drains the newest epoch every store
+  // holds (virtual nodes), and says where it went. True if a complete
+  // drained epoch exists afterwards.
+  bool HaltDrain(const std::string& why);
+  int Halt(const std::string& why);
   void Log(const std::string& msg) const;
   double Now() const;
   std::vector<std::string> LiveNodes() const;
@@ -146,6 +165,11 @@ class Supervisor {
   uint64_t last_epoch_ = 0;
   std::vector<RecoveryTimes> recoveries_;
   std::vector<std::string> kills_log_;
+
+  std::string restore_dir_;          // the next application launch restores from this epoch
+  std::set<uint64_t> drained_;       // epochs published as complete drains
+  int drains_skipped_ = 0, drains_failed_ = 0;
+  std::string halt_note_;            // what HaltDrain achieved, for the summary
 };
 
 }  // namespace dlckpt::run

@@ -26,7 +26,9 @@ void Supervisor::HandleEvent(const events::Event& e) {
     Log("event: " + e.source + " " + e.name + (e.args.empty() ? "" : " " + Join(e.args, " ")));
   }
   uint64_t epoch = e.args.empty() ? 0 : std::strtoull(e.args[0].c_str(), nullptr, 10);
+  HandleDrainEvent(e);
   if (e.source == "app" && e.name == "init") {
+    restore_dir_.clear();  // later relaunches resume from the stores
     app_initialised_ = true;
     app_init_time_ = static_cast<double>(e.ns) / 1e9;
   }
@@ -47,6 +49,9 @@ void Supervisor::HandleEvent(const events::Event& e) {
     switch (t.kind) {
       case KillTrigger::kCheckpoint:
         fire = e.source == "app" && e.name == "ckpt-end" && epoch == t.epoch;
+        break;
+      case KillTrigger::kDrain:
+        fire = e.source == "app" && e.name == "drain-begin" && epoch == t.epoch;
         break;
       case KillTrigger::kCommit:
         fire = e.source == "app" && e.name == "ckpt-commit" && epoch == t.epoch;

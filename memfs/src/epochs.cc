@@ -103,6 +103,44 @@ Status Store::Impl::View(uint64_t epoch) {
   return LoadView(epoch);
 }
 
+Status Store::Impl::Hold(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DLCKPT_RETURN_IF_ERROR(RequireOwner("hold"));
+  if (held_epoch_ == epoch && epoch != 0) return Status::OK();
+  if (held_epoch_ != 0) {
+    return Status::Busy("store " + name() + ": epoch " + std::to_string(held_epoch_) +
+                        " is held; release it before holding epoch " + std::to_string(epoch));
+  }
+  if (epoch == 0 || epoch != state_.acked_epoch) {
+    return Status::InvalidArgument("store " + name() + ": cannot hold epoch " +
+                                   std::to_string(epoch) + " (acknowledged is " +
+                                   std::to_string(state_.acked_epoch) + ")");
+  }
+  held_blocks_ = acked_blocks_;
+  for (uint32_t b : held_blocks_) refs_[b] |= kRefHeld;
+  held_epoch_ = epoch;
+  return Status::OK();
+}
+
+Status Store::Impl::Release(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DLCKPT_RETURN_IF_ERROR(RequireOwner("release"));
+  if (epoch == 0 || epoch != held_epoch_) return Status::OK();
+  ReleaseHoldLocked();
+  return Status::OK();
+}
+
+void Store::Impl::ReleaseHoldLocked() {
+  for (uint32_t b : held_blocks_) DropRefLocked(b, kRefHeld);
+  held_blocks_.clear();
+  held_epoch_ = 0;
+}
+
+uint64_t Store::Impl::HeldEpoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_epoch_;
+}
+
 // Writes the working files into `slot` as version `epoch` (with `meta`, the
 // image header and tables verbatim: see WriteSlotLocked), publishes it as the
 // pending (ref kRefPending) or acknowledged (kRefAcked) epoch, and gives every

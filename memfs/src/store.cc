@@ -330,5 +330,8 @@ Result<uint64_t> Store::VerifyFile(std::string_view path) { return impl_->Verify
 Status Store::CheckSlots() { return impl_->CheckSlots(); }
 Result<Image> Store::GetImage(uint64_t epoch) { return impl_->GetImage(epoch); }
 Status Store::View(uint64_t epoch) { return impl_->View(epoch); }
+Status Store::Hold(uint64_t epoch) { return impl_->Hold(epoch); }
+Status Store::Release(uint64_t epoch) { return impl_->Release(epoch); }
+uint64_t Store::held_epoch() const { return impl_->HeldEpoch(); }
 
 }  // namespace dlckpt::memfs

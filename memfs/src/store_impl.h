@@ -63,6 +63,7 @@ class Store::Impl {
   static constexpr uint8_t kRefAcked = 1;
   static constexpr uint8_t kRefPending = 2;
   static constexpr uint8_t kRefWorking = 4;
+  static constexpr uint8_t kRefHeld = 8;  // the held epoch (Hold), not published
   static constexpr uint8_t kRefFrozen = kRefAcked | kRefPending;
   static constexpr uint32_t kNoBlock = ~0u;  // an entry past the LZ4 block of a compressed chunk
 
@@ -179,6 +180,9 @@ class Store::Impl {
   Status Rollback();
   Status Restore(uint64_t epoch);
   Status View(uint64_t epoch);
+  Status Hold(uint64_t epoch);
+  Status Release(uint64_t epoch);
+  uint64_t HeldEpoch() const;
   Status Verify(uint64_t epoch);
   Result<uint64_t> VerifyFile(std::string_view path);
   Status CheckSlots();
@@ -291,6 +295,7 @@ class Store::Impl {
   Status LoadView(uint64_t epoch);
   Status AcknowledgeLocked(uint64_t epoch);
   void AbortPendingLocked();
+  void ReleaseHoldLocked();
   Status ResetWorkingToAckedLocked();
   void SaveWorkingLocked();
 
@@ -317,6 +322,8 @@ class Store::Impl {
   std::vector<Handle> handles_;
   std::vector<uint8_t> refs_;
   std::vector<uint32_t> acked_blocks_, pending_blocks_;
+  std::vector<uint32_t> held_blocks_;  // carry kRefHeld
+  uint64_t held_epoch_ = 0;
   uint64_t free_blocks_ = 0;
   uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
   double pretouch_seconds_ = 0;

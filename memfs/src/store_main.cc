@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dlckpt/memfs/memfs.h"
+#include "dlckpt/persist/persist.h"
 #include "dlckpt/base/units.h"
 #include "dlckpt/base/version.h"
 
@@ -36,6 +37,14 @@ commands:
   rm --job JOB [--node N] remove every store and parity object of job JOB (on
                           node N) from this node, printing each name
 
+  drained DIR             epochs drained to a persistence directory (dlckpt-run
+                          --persist DIR: DIR, DIR/<job> or DIR/<job>/epoch.E),
+                          newest first, with their state: complete,
+                          incomplete (a drain that did not finish) or corrupt
+  verify-drained DIR      read every file of the newest complete drained epoch
+                          (or --epoch E) and check its size and CRC32C against
+                          the manifest; exit 1 naming the first bad file
+
 ls, cat and stat also check the metadata of every version the store holds;
 a damaged one is reported on standard error and the exit status is 1.
   create STORE            create an empty store (--capacity, --block-size,
@@ -46,7 +55,8 @@ a damaged one is reported on standard error and the exit status is 1.
                           acknowledge it (--no-ack leaves it pending)
 
 options:
-  --epoch E       the committed epoch to look at (ls, cat, stat)
+  --epoch E       the committed epoch to look at (ls, cat, stat), or the
+                  drained one (drained, verify-drained)
   --capacity N    data capacity for create (default 256M; K/M/G suffixes)
   --block-size N  block size for create (default 64K)
   --max-files N   file table size for create (default: one per 32 KiB of
@@ -316,6 +326,64 @@ int CmdCommit(const Args& a) {
   return 0;
 }
 
+// DIR, DIR/<job> or one epoch directory: the job directory and the epoch named.
+Result<std::string> DrainedJobDir(const std::string& dir, uint64_t* epoch) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  size_t slash = d.rfind('/');
+  std::string base = slash == std::string::npos ? d : d.substr(slash + 1);
+  if (base.rfind("epoch.", 0) == 0 && base.size() > 6) {
+    if (*epoch == 0) *epoch = std::strtoull(base.c_str() + 6, nullptr, 10);
+    return slash == std::string::npos ? std::string(".") : d.substr(0, slash);
+  }
+  return persist::FindJobDir(d, "");
+}
+
+int CmdDrained(const Args& a) {
+  if (a.pos.empty()) return Usage("drained needs DIR");
+  uint64_t want = a.epoch;
+  auto job_dir = DrainedJobDir(a.pos[0], &want);
+  if (!job_dir.ok()) return Fail(job_dir.status());
+  auto all = persist::ListEpochs(*job_dir);
+  if (!all.ok()) return Fail(all.status());
+  std::printf("%s\n%-8s %-10s %6s %8s %14s  %s\n", job_dir->c_str(), "epoch", "state", "ranks", "files", "bytes",
+              "note");
+  for (const auto& e : *all) {
+    if (want != 0 && e.epoch != want) continue;
+    std::printf("%-8" PRIu64 " %-10s %6d %8" PRIu64 " %14" PRIu64 "  %s\n", e.epoch, persist::EpochStateName(e.state),
+                e.ranks, e.files, e.bytes, e.problem.c_str());
+  }
+  return 0;
+}
+
+int CmdVerifyDrained(const Args& a) {
+  if (a.pos.empty()) return Usage("verify-drained needs DIR");
+  uint64_t want = a.epoch;
+  auto job_dir = DrainedJobDir(a.pos[0], &want);
+  if (!job_dir.ok()) return Fail(job_dir.status());
+  auto all = persist::ListEpochs(*job_dir);
+  if (!all.ok()) return Fail(all.status());
+  for (const auto& e : *all) {
+    if (want != 0 ? e.epoch != want : e.state != persist::EpochState::kComplete) continue;
+    if (e.state != persist::EpochState::kComplete) {
+      return Fail(Status::Corruption("drained epoch " + std::to_string(e.epoch) + " in " + *job_dir + " is " +
+                                     persist::EpochStateName(e.state) + ": " + e.problem));
+    }
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    Status s = persist::VerifyEpoch(e.dir, [&](uint64_t done, uint64_t total) {
+      if (tty) std::fprintf(stderr, "\rverifying: %" PRIu64 " of %" PRIu64 " bytes", done, total);
+    });
+    if (tty) std::fputc('\n', stderr);
+    if (!s.ok()) return Fail(s);
+    std::printf("drained epoch %" PRIu64 " in %s: %d rank(s), %" PRIu64 " file(s), %" PRIu64
+                " bytes: every CRC32C matches\n",
+                e.epoch, e.dir.c_str(), e.ranks, e.files, e.bytes);
+    return 0;
+  }
+  return Fail(Status::NotFound(want != 0 ? "no drained epoch " + std::to_string(want) + " in " + *job_dir
+                                         : "no complete drained epoch in " + *job_dir));
+}
+
 int Main(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -398,6 +466,8 @@ int Main(int argc, char** argv) {
   if (a.cmd == "create") return CmdCreate(a);
   if (a.cmd == "put") return CmdPut(a);
   if (a.cmd == "commit") return CmdCommit(a);
+  if (a.cmd == "drained") return CmdDrained(a);
+  if (a.cmd == "verify-drained") return CmdVerifyDrained(a);
   return Usage("unknown command " + a.cmd);
 }
 

@@ -306,6 +306,20 @@ class Store final {
   Result<Image> GetImage(uint64_t epoch);
   // Read-only attachers: choose the committed epoch that Open/List/Stat see.
   Status View(uint64_t epoch);
+  // Owner only: keeps the blocks of the acknowledged `epoch` from being
+  // reused after a newer epoch is acknowledged, until Release(epoch), so that
+  // a read-only attacher that loaded it with View(epoch) before can read it
+  // to the end (a drain to disk). One epoch is held at a time: EBUSY if
+  // another is; EINVAL if `epoch` is not the acknowledged epoch. Held blocks
+  // count as used (a long hold can make writes fail with ENOSPC). A hold is
+  // not published: it ends with the owner process, and a clean detach
+  // releases it.
+  Status Hold(uint64_t epoch);
+  // Ends the hold of `epoch` (no-op if it is not held); its blocks that no
+  // committed or working version uses become free.
+  Status Release(uint64_t epoch);
+  // The epoch held, 0 if none.
+  uint64_t held_epoch() const;
 
   class Impl;
 

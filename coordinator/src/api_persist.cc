@@ -1,0 +1,164 @@
+// api_persist.cc — the ranks' drains and restores (see api_persist.h).
+#include "api_persist.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "dlckpt/base/env.h"
+#include "dlckpt/base/events.h"
+#include "dlckpt/base/units.h"
+#include "dlckpt/intercept/intercept.h"
+#include "dlckpt/persist/persist.h"
+
+namespace dlckpt::api {
+namespace {
+
+std::string EnvStr(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Drainer>> Drainer::FromEnv(memfs::Store* owner, int rank, int ranks) {
+  std::string dir = EnvStr("DLCKPT_PERSIST");
+  if (dir.empty() || owner == nullptr) return std::unique_ptr<Drainer>();
+  std::unique_ptr<Drainer> d(new Drainer());
+  d->owner_ = owner;
+  d->dir_ = dir;
+  d->job_ = EnvStr("DLCKPT_JOB").empty() ? "job" : EnvStr("DLCKPT_JOB");
+  d->job_dir_ = persist::JobDir(dir, d->job_);
+  d->rank_ = rank;
+  d->ranks_ = ranks;
+  std::string every = EnvStr("DLCKPT_PERSIST_EVERY");
+  if (!every.empty()) {
+    char* end = nullptr;
+    long long n = std::strtoll(every.c_str(), &end, 10);
+    if (end == every.c_str() || *end != '\0' || n < 1) {
+      return Status::InvalidArgument("DLCKPT_PERSIST_EVERY=" + every + ": expected a positive number of epochs");
+    }
+    d->every_ = static_cast<uint64_t>(n);
+  }
+  std::string keep = EnvStr("DLCKPT_PERSIST_KEEP");
+  if (!keep.empty()) {
+    d->keep_ = std::atoi(keep.c_str());
+    if (d->keep_ < 1) return Status::InvalidArgument("DLCKPT_PERSIST_KEEP=" + keep + ": expected at least 1");
+  }
+  std::string bw = EnvStr("DLCKPT_PERSIST_BANDWIDTH");
+  if (!bw.empty()) {
+    auto b = ParseSize(bw);
+    if (!b.ok()) return b.status().Prefixed("DLCKPT_PERSIST_BANDWIDTH");
+    d->bandwidth_ = static_cast<double>(*b);
+  }
+  return d;
+}
+
+Drainer::~Drainer() { (void)Finish(); }
+
+void Drainer::OnProtected(uint64_t epoch) {
+  if (epoch == 0 || epoch % every_ != 0 || epoch <= last_due_) return;
+  last_due_ = epoch;
+  if (running_.load()) {
+    events::Emit("app", "drain-skip " + std::to_string(epoch) + " rank " + std::to_string(rank_));
+    if (rank_ == 0) {
+      std::fprintf(stderr, "dlckpt: drain of epoch %llu skipped: the drain of an earlier epoch still runs\n",
+                   static_cast<unsigned long long>(epoch));
+    }
+    return;
+  }
+  if (worker_.joinable()) worker_.join();
+  // The epoch's blocks stay put until Release, and the view loads its file
+  // table now, while the epoch is the acknowledged one.
+  Status s = owner_->Hold(epoch);
+  std::unique_ptr<memfs::Store> view;
+  if (s.ok()) {
+    auto v = memfs::Store::Attach(owner_->name(), memfs::AttachMode::kReadOnly);
+    s = v.status();
+    if (s.ok()) {
+      view = std::move(*v);
+      s = view->View(epoch);
+    }
+    if (!s.ok()) (void)owner_->Release(epoch);
+  }
+  if (!s.ok()) {
+    events::Emit("app", "drain-end " + std::to_string(epoch) + " rank " + std::to_string(rank_) + " " +
+                            std::to_string(s.code()) + " 0 0");
+    std::fprintf(stderr, "dlckpt: rank %d: drain of epoch %llu not started: %s\n", rank_,
+                 static_cast<unsigned long long>(epoch), s.ToString().c_str());
+    return;
+  }
+  running_ = true;
+  worker_ = std::thread(&Drainer::Run, this, std::move(view), epoch);
+}
+
+void Drainer::Run(std::unique_ptr<memfs::Store> view, uint64_t epoch) {
+  events::Emit("app", "drain-begin " + std::to_string(epoch) + " rank " + std::to_string(rank_));
+  persist::DrainOptions o;
+  o.bandwidth = bandwidth_;
+  // DLCKPT_DRAIN_HOLD=E:S (dlckpt-run --at drain:E): hold that drain S seconds
+  // before publishing, so that a kill lands inside it.
+  std::string hold = EnvStr("DLCKPT_DRAIN_HOLD");
+  if (!hold.empty() && std::strtoull(hold.c_str(), nullptr, 10) == epoch && hold.find(':') != std::string::npos) {
+    o.hold_before_publish = std::strtod(hold.c_str() + hold.find(':') + 1, nullptr);
+  }
+  auto r = persist::DrainRank(*view, job_dir_, job_, epoch, rank_, ranks_, o);
+  view.reset();
+  (void)owner_->Release(epoch);
+  Status s = r.status();
+  if (s.ok() && r->published) {
+    auto pruned = persist::Prune(job_dir_, keep_);
+    if (!pruned.ok()) {
+      std::fprintf(stderr, "dlckpt: pruning %s: %s\n", job_dir_.c_str(), pruned.status().ToString().c_str());
+    }
+  }
+  events::Emit("app", "drain-end " + std::to_string(epoch) + " rank " + std::to_string(rank_) + " " +
+                          std::to_string(s.code()) + " " + std::to_string(s.ok() ? r->bytes : 0) + " " +
+                          std::to_string(s.ok() ? r->seconds : 0.0) + (s.ok() && r->published ? " published" : ""));
+  if (!s.ok()) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = !warned_;
+      warned_ = true;
+    }
+    // Every failure is an event; stderr gets the first one of each rank and
+    // rank 0's, so that a full or read-only directory is not said 1000 times.
+    if (first || rank_ == 0) {
+      std::fprintf(stderr, "dlckpt: rank %d: drain of epoch %llu to %s failed, the run goes on protected by parity: %s\n",
+                   rank_, static_cast<unsigned long long>(epoch), job_dir_.c_str(), s.ToString().c_str());
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_ = s;
+  }
+  running_ = false;
+}
+
+Status Drainer::Finish() {
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_;
+}
+
+Status RestoreFromEnv(int rank, int ranks, bool* restored) {
+  *restored = false;
+  std::string edir = EnvStr("DLCKPT_RESTORE_FROM");
+  if (edir.empty()) return Status::OK();
+  DLCKPT_ASSIGN_OR_RETURN(persist::Manifest m, persist::ReadManifest(edir));
+  if (m.ranks != ranks) {
+    return Status::InvalidArgument("drained epoch " + edir + " holds " + std::to_string(m.ranks) +
+                                   " ranks; this job has " + std::to_string(ranks));
+  }
+  DLCKPT_ASSIGN_OR_RETURN(std::string name, intercept::ProcessStoreName());
+  DLCKPT_RETURN_IF_ERROR(intercept::DetachStore());
+  Status u = Env::Default()->UnlinkShm(name);
+  if (!u.ok() && u.code() != ENOENT) return u.Prefixed("removing store " + name + " before the restore");
+  DLCKPT_ASSIGN_OR_RETURN(memfs::Store * store, intercept::ProcessStore());
+  DLCKPT_RETURN_IF_ERROR(persist::RestoreRank(edir, m, rank, *store).Prefixed("restoring " + name + " from " + edir));
+  *restored = true;
+  return Status::OK();
+}
+
+}  // namespace dlckpt::api

@@ -1,0 +1,237 @@
+// The supervisor's second level: the persistence environment of the ranks
+// (which drain their own stores, coordinator/src/api_persist.h), the drain
+// events, the restart from a drained epoch after a failure parity cannot
+// cover or with --restart-from, and the halt. Thread safety: the
+// supervisor's thread only.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "dlckpt/base/env.h"
+#include "dlckpt/base/names.h"
+#include "dlckpt/memfs/memfs.h"
+#include "dlckpt/persist/persist.h"
+#include "procs.h"
+#include "supervisor.h"
+#include "text.h"
+
+namespace dlckpt::run {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Absolute(const std::string& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  return ec ? p : a.lexically_normal().string();
+}
+
+}  // namespace
+
+void Supervisor::AddPersistEnv(JobSpec* job) const {
+  if (!o_.persist.empty()) {
+    job->env.emplace_back("DLCKPT_PERSIST", Absolute(o_.persist));
+    job->env.emplace_back("DLCKPT_PERSIST_EVERY", std::to_string(o_.persist_every));
+    job->env.emplace_back("DLCKPT_PERSIST_KEEP", std::to_string(o_.persist_keep));
+    job->env.emplace_back("DLCKPT_PERSIST_BANDWIDTH", std::to_string(o_.persist_bandwidth));
+  }
+  if (!restore_dir_.empty()) job->env.emplace_back("DLCKPT_RESTORE_FROM", restore_dir_);
+  // --at drain:E[+D]: the ranks hold that drain before publishing it, long
+  // enough for the kill to land inside (see DLCKPT_DRAIN_HOLD in api_persist.h).
+  for (size_t i = 0; i < o_.kills.size(); ++i) {
+    if (o_.kills[i].at.kind != KillTrigger::kDrain || kill_done_[i]) continue;
+    job->env.emplace_back("DLCKPT_DRAIN_HOLD",
+                          std::to_string(o_.kills[i].at.epoch) + ":" + Fixed(o_.kills[i].at.delay + 5.0, 3));
+    break;
+  }
+}
+
+// drain-end E rank R CODE BYTES SECONDS [published]; drain-skip E rank R.
+void Supervisor::HandleDrainEvent(const events::Event& e) {
+  if (e.source != "app" || e.args.empty()) return;
+  uint64_t epoch = std::strtoull(e.args[0].c_str(), nullptr, 10);
+  if (e.name == "drain-skip" && e.args.size() >= 3 && e.args[2] == "0") {
+    ++drains_skipped_;
+  } else if (e.name == "drain-end" && e.args.size() >= 4) {
+    if (e.args[3] != "0") {
+      ++drains_failed_;
+    } else if (e.args.size() >= 7 && e.args[6] == "published" && drained_.insert(epoch).second) {
+      Log("epoch " + std::to_string(epoch) + " drained to " +
+          persist::EpochDir(persist::JobDir(Absolute(o_.persist), o_.job), epoch));
+    }
+  }
+}
+
+Result<std::string> Supervisor::ChooseDrainedEpoch(const std::string& job_dir) {
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<persist::DrainedEpoch> all, persist::ListEpochs(job_dir));
+  const int ranks = o_.nodes * o_.ranks_per_node;
+  std::string seen;
+  for (const auto& e : all) {
+    const std::string name = "drained epoch " + std::to_string(e.epoch);
+    if (e.state != persist::EpochState::kComplete) {
+      Log(name + " is " + persist::EpochStateName(e.state) + " (" + e.problem + "): not used");
+      seen += (seen.empty() ? "" : ", ") + std::to_string(e.epoch) + " " + persist::EpochStateName(e.state);
+      continue;
+    }
+    if (e.ranks != ranks) {
+      return Status::InvalidArgument(name + " in " + job_dir + " was drained from " + std::to_string(e.ranks) +
+                                     " ranks; this job has " + std::to_string(ranks) +
+                                     " (--nodes x --ranks-per-node must match)");
+    }
+    Log("verifying " + name + " (" + std::to_string(e.files) + " files, " + std::to_string(e.bytes) +
+        " bytes) in " + e.dir);
+    Status v = persist::VerifyEpoch(e.dir);
+    if (v.ok()) return e.dir;
+    Log(name + " fails verification, not used: " + v.message());
+    seen += (seen.empty() ? "" : ", ") + std::to_string(e.epoch) + " corrupt";
+  }
+  return Status::NotFound("no complete drained epoch that verifies in " + job_dir +
+                          (seen.empty() ? std::string(" (none drained)") : " (found: " + seen + ")"));
+}
+
+Status Supervisor::RestartFromDrained(RecoveryTimes* t) {
+  const double t0 = Now();
+  const std::string job_dir = persist::JobDir(Absolute(o_.persist), o_.job);
+  DLCKPT_ASSIGN_OR_RETURN(std::string edir, ChooseDrainedEpoch(job_dir));
+  if (o_.hosts.empty()) {
+    // Fresh virtual nodes replace the lost ones, as a new allocation would.
+    dead_.clear();
+    placement_.clear();
+    for (int r = 0; r < o_.nodes * o_.ranks_per_node; ++r) placement_[r] = nodes_[r / o_.ranks_per_node];
+    auto names = Env::Default()->ListShm(JobPrefix(o_.job));
+    if (names.ok()) {
+      for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
+    }
+  } else {
+    // Hosts: every data rank needs a live host; lost ones are replaced by spares.
+    std::vector<std::string> free_nodes = FreeNodes();
+    std::set<std::string> lost;
+    for (const auto& [r, n] : placement_) {
+      if (dead_.count(n)) lost.insert(n);
+    }
+    if (lost.size() > free_nodes.size()) {
+      return Status::Error(EHOSTDOWN, std::to_string(lost.size() - free_nodes.size()) +
+                                          " host(s) missing to restart from " + edir + " (" +
+                                          std::to_string(lost.size()) + " lost, " +
+                                          std::to_string(free_nodes.size()) +
+                                          " spare(s) left): run dlckpt-run --restart-from " + Absolute(o_.persist) +
+                                          " in an allocation with enough hosts");
+    }
+    std::map<std::string, std::string> moved;
+    size_t next = 0;
+    for (auto& [r, n] : placement_) {
+      if (!dead_.count(n)) continue;
+      if (!moved.count(n)) moved[n] = free_nodes[next++];
+      n = moved[n];
+    }
+  }
+  restore_dir_ = edir;
+  t->what = "restart from the persistent copy: drained epoch " + fs::path(edir).filename().string().substr(6) +
+            " (" + edir + ")";
+  Log(t->what);
+  t->survey = Now() - t0;
+  double t1 = Now();
+  DLCKPT_RETURN_IF_ERROR(LaunchCodec());
+  t->rebuild = Now() - t1;
+  return Status::OK();
+}
+
+Status Supervisor::PrepareRestartFrom() {
+  if (o_.restart_from.empty()) return Status::OK();
+  DLCKPT_ASSIGN_OR_RETURN(std::string job_dir, persist::FindJobDir(Absolute(o_.restart_from), o_.job));
+  auto edir = ChooseDrainedEpoch(job_dir);
+  if (!edir.ok()) return edir.status().Prefixed("--restart-from " + o_.restart_from);
+  restore_dir_ = *edir;
+  Log("restarting from " + restore_dir_);
+  return Status::OK();
+}
+
+bool Supervisor::HaltDrain(const std::string& why) {
+  if (o_.persist.empty()) {
+    halt_note_ = "halted by " + why + " without --persist: nothing drained";
+    return false;
+  }
+  const std::string job_dir = persist::JobDir(Absolute(o_.persist), o_.job);
+  Log(why + ": draining the newest protected epoch before stopping");
+  // The ranks go first, so the stores hold still (a drain of theirs dies with them).
+  for (int round = 0; round < 100; ++round) {
+    if (app_pgid_ > 1) kill(-app_pgid_, SIGKILL);
+    auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job, "DLCKPT_RENDEZVOUS=" + rendezvous_});
+    if (app_pid_ > 0 && Reap(app_pid_, nullptr)) app_pid_ = -1;
+    if (pids.empty() && app_pid_ < 0) break;
+    Signal(pids, SIGKILL);
+    struct timespec ts{0, 50 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  for (const auto& e : follower_->Poll()) HandleEvent(e);
+  if (!o_.hosts.empty()) {
+    halt_note_ = "halted by " + why + "; with --hosts the halt does not drain (the stores are on other hosts)";
+  } else {
+    // Every rank's store, read-only, at the epoch all of them hold acknowledged.
+    const int ranks = o_.nodes * o_.ranks_per_node;
+    std::vector<std::unique_ptr<memfs::Store>> views;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    Status s;
+    for (int r = 0; r < ranks && s.ok(); ++r) {
+      auto name = StoreName(o_.job, placement_[r], r);
+      if (!name.ok()) {
+        s = name.status();
+        break;
+      }
+      auto v = memfs::Store::Attach(*name, memfs::AttachMode::kReadOnly);
+      if (!v.ok()) {
+        s = v.status();
+        break;
+      }
+      uint64_t acked = (*v)->epochs().acknowledged;
+      lo = std::min(lo, acked);
+      hi = std::max(hi, acked);
+      views.push_back(std::move(*v));
+    }
+    if (s.ok() && (lo == 0 || lo != hi)) {
+      s = Status::Error(EAGAIN, lo == 0 ? "no protected epoch in the stores"
+                                        : "the stores hold different epochs (" + std::to_string(lo) + " to " +
+                                              std::to_string(hi) + "): stopped during an acknowledgement");
+    }
+    auto existing = persist::ListEpochs(job_dir);
+    bool done = false;
+    if (s.ok() && existing.ok()) {
+      for (const auto& e : *existing) done = done || (e.epoch == lo && e.state == persist::EpochState::kComplete);
+    }
+    persist::DrainOptions opt;
+    opt.bandwidth = static_cast<double>(o_.persist_bandwidth);
+    for (int r = 0; r < ranks && s.ok() && !done; ++r) {
+      s = views[static_cast<size_t>(r)]->View(lo);
+      if (s.ok()) s = persist::DrainRank(*views[static_cast<size_t>(r)], job_dir, o_.job, lo, r, ranks, opt).status();
+    }
+    if (s.ok()) {
+      drained_.insert(lo);
+      (void)persist::Prune(job_dir, o_.persist_keep);
+      halt_note_ = "halted by " + why + "; epoch " + std::to_string(lo) + " drained to " +
+                   persist::EpochDir(job_dir, lo) + "; continue with --restart-from " + Absolute(o_.persist);
+    } else {
+      halt_note_ = "halted by " + why + "; the halt drain failed (" + s.message() + ")";
+    }
+  }
+  Log(halt_note_);
+  auto left = persist::ListEpochs(job_dir);
+  if (left.ok()) {
+    for (const auto& e : *left) {
+      if (e.state == persist::EpochState::kComplete) return true;
+    }
+  }
+  return false;
+}
+
+int Supervisor::Halt(const std::string& why) {
+  bool have = HaltDrain(why);
+  StopCodec();
+  TearDownJobs();
+  if (Terminating()) return Terminate();
+  return Finish(have ? kExitHalted : kExitUnrecoverable, halt_note_);
+}
+
+}  // namespace dlckpt::run

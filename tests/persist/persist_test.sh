@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# The second level (issue 20) with real kills and real files: heat2d on 4
+# virtual nodes in 2 groups of 2 with one XOR spare each, so that losing vn0
+# and vn1 together is more than parity rebuilds.
+#   beyond-parity  the loss restarts from the newest drained epoch, with the
+#                  failure-free checksum; without --persist the same run
+#                  exits 3 and says why
+#   kill-drain     vn0,vn1 killed while epoch 4 drains: epoch 4 is never
+#                  complete, the restart takes epoch 2
+#   restart-from   a job killed whole (SIGKILL of dlckpt-run and its ranks);
+#                  a new job --restart-from the directory finishes with the
+#                  same checksum; another rank count is refused
+#   corrupt        a byte flipped in the newest drained epoch: the error names
+#                  the file and the restart takes the older epoch; with every
+#                  epoch corrupt, a clear error and exit 5, never wrong data
+#   halt           --halt-seconds and SIGTERM drain the newest protected epoch
+#                  and exit 7; --restart-from it finishes with the checksum
+#   unwritable     a DIR that cannot be created and a full one (a 256 KiB
+#                  tmpfs, when this user may mount): a warning, and the run
+#                  ends well, protected by parity
+#
+# usage: persist_test.sh BIN_DIR SCENARIO
+set -uo pipefail
+bin=$1 scenario=$2
+job="pt${scenario//[^a-z0-9]/}$$"
+dir=$(mktemp -d -p /var/tmp dlckpt-persist-test.XXXXXX)
+out=$(mktemp)
+mounted=""
+cleanup() {
+  [ -n "$mounted" ] && umount "$mounted" 2>/dev/null
+  for p in $(grep -l "DLCKPT_JOB=$job" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do kill -9 "$p" 2>/dev/null; done
+  rm -f /dev/shm/dlckpt."$job"* /dev/shm/dlckpt-parity."$job"* 2>/dev/null
+  rm -f /dev/shm/*."$job".* 2>/dev/null
+  rm -rf "/tmp/dlckpt-run.$job"* "$dir" "$out"
+}
+trap cleanup EXIT
+fail() { echo "FAIL ($scenario): $*" >&2; echo "---- output:" >&2; cat "$out" >&2; exit 1; }
+checksum() { sed -n 's/^checksum: //p' "$out" | tail -1; }
+H=("$bin/heat2d-dlckpt" --nx 128 --ny 128 --iters 60 --ckpt-every 5)
+layout=(--nodes 4 --spares 2 --group-size 2)
+# dlckpt-run with the test's layout; job id $job (or $job$1 with "-j SUFFIX").
+run() {
+  local j=$job
+  if [ "${1:-}" = -j ]; then j=$job$2; shift 2; fi
+  timeout -k 5 180 "$bin/dlckpt-run" --job "$j" "${layout[@]}" "$@" >"$out" 2>&1
+}
+
+run -- "${H[@]}" || fail "failure-free run exited $?"
+ref=$(checksum)
+[ -n "$ref" ] || fail "no checksum in the failure-free run"
+
+case "$scenario" in
+beyond-parity)
+  run -j n --kill-node vn0,vn1 --at checkpoint:7 -- "${H[@]}"
+  rc=$?
+  [ $rc = 3 ] || fail "without --persist: exit $rc, expected 3"
+  grep -q "no --persist DIR" "$out" || fail "without --persist: no word on the missing second level"
+  run --persist "$dir" --persist-every 2 --kill-node vn0,vn1 --at checkpoint:7 -- "${H[@]}" ||
+    fail "with --persist: exit $?"
+  # Epoch 6 unless its drain was still running (or skipped) at the kill.
+  grep -q "restart from the persistent copy: drained epoch [246] " "$out" || fail "did not restart from a drained epoch"
+  grep -q "recovery 1: restart from the persistent copy" "$out" || fail "the summary does not say where the recovery came from"
+  grep -q "drained to $dir: epoch(s) [0-9]" "$out" || fail "the summary does not list the drained epochs"
+  [ "$(checksum)" = "$ref" ] || fail "checksum $(checksum), failure-free $ref"
+  # --persist-keep 2: two complete epochs left.
+  n=$("$bin/dlckpt-store" drained "$dir" | grep -c ' complete ')
+  [ "$n" -ge 1 ] && [ "$n" -le 2 ] || fail "$n complete drained epochs kept, expected at most 2 (--persist-keep)"
+  ;;
+kill-drain)
+  # 0.5 s between checkpoints: drain 2 (4 x 128 KiB) ends before drain 4 is due.
+  run --persist "$dir" --persist-every 2 --kill-node vn0,vn1 --at drain:4 -- "${H[@]}" --sleep-ms 100 ||
+    fail "exit $?"
+  grep -q "drained epoch 4 is incomplete" "$out" || fail "the epoch killed during its drain was not reported incomplete"
+  grep -q "restart from the persistent copy: drained epoch 2" "$out" || fail "did not fall back to drained epoch 2"
+  [ "$(checksum)" = "$ref" ] || fail "checksum $(checksum), failure-free $ref"
+  ;;
+restart-from)
+  setsid timeout -k 5 120 "$bin/dlckpt-run" --job "$job" "${layout[@]}" --persist "$dir" --persist-every 2 \
+    -- "${H[@]}" --sleep-ms 100 >"$out" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -q "epoch 4 drained" "$out" && break
+    sleep 0.05
+  done
+  grep -q "epoch 4 drained" "$out" || fail "epoch 4 was not drained"
+  # The whole job dies at once: dlckpt-run, launchers and ranks.
+  kill -9 -- -"$pid" 2>/dev/null
+  { wait "$pid"; } 2>/dev/null
+  for p in $(grep -l "DLCKPT_JOB=$job" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do kill -9 "$p" 2>/dev/null; done
+  rm -f /dev/shm/*."$job".* /dev/shm/dlckpt."$job"* 2>/dev/null
+  rm -rf "/tmp/dlckpt-run.$job"
+  "$bin/dlckpt-store" drained "$dir" >"$out" 2>&1 || fail "dlckpt-store drained failed"
+  newest=$(awk '$2 == "complete" {print $1; exit}' "$out")
+  [ -n "$newest" ] && [ "$newest" -ge 4 ] || fail "no complete drained epoch >= 4"
+  run -j b --restart-from "$dir" -- "${H[@]}" || fail "--restart-from: exit $?"
+  grep -q "restarted from iteration $((newest * 5))" "$out" || fail "the new job did not resume at iteration $((newest * 5))"
+  [ "$(checksum)" = "$ref" ] || fail "--restart-from: checksum $(checksum), failure-free $ref"
+  timeout -k 5 60 "$bin/dlckpt-run" --job "${job}c" --nodes 2 --spares 1 --restart-from "$dir" -- "${H[@]}" >"$out" 2>&1
+  rc=$?
+  [ $rc = 5 ] || fail "--restart-from with 2 ranks instead of 4: exit $rc, expected 5"
+  grep -q "drained from 4 ranks; this job has 2" "$out" || fail "no clear error for another rank count"
+  ;;
+corrupt)
+  run --persist "$dir" --persist-every 4 --persist-keep 3 -- "${H[@]}" || fail "drain run exited $?"
+  jd="$dir/$job"
+  [ -f "$jd/epoch.12/MANIFEST" ] && [ -f "$jd/epoch.8/MANIFEST" ] || fail "epochs 8 and 12 not drained"
+  victim=$(ls "$jd"/epoch.12/r2/dlckpt/heat2d/*)
+  printf '\x55' | dd of="$victim" bs=1 seek=4000 conv=notrunc 2>/dev/null
+  "$bin/dlckpt-store" verify-drained "$dir" >"$out" 2>&1 && fail "verify-drained passed a flipped byte"
+  grep -q "$victim" "$out" || fail "verify-drained does not name $victim"
+  run -j b --restart-from "$dir" -- "${H[@]}" || fail "--restart-from with epoch 12 corrupt: exit $?"
+  grep -q "drained epoch 12 fails verification, not used: .*$victim" "$out" || fail "the corrupt file is not named"
+  grep -q "restarted from iteration 40" "$out" || fail "did not fall back to epoch 8 (iteration 40)"
+  [ "$(checksum)" = "$ref" ] || fail "checksum $(checksum), failure-free $ref"
+  for e in 4 8; do
+    f=$(ls "$jd"/epoch.$e/r0/dlckpt/heat2d/*)
+    printf '\x55' | dd of="$f" bs=1 seek=10 conv=notrunc 2>/dev/null
+  done
+  run -j c --restart-from "$dir" -- "${H[@]}"
+  rc=$?
+  [ $rc = 5 ] || fail "every epoch corrupt: exit $rc, expected 5"
+  grep -q "no complete drained epoch that verifies" "$out" || fail "every epoch corrupt: no clear error"
+  grep -q "^checksum:" "$out" && fail "a run started from corrupt data"
+  ;;
+halt)
+  # 60 iterations of 0.15 s: the first checkpoint comes 0.75 s after the
+  # start, the halt at 6 s, the end at 9 s.
+  run --persist "$dir" --persist-every 100 --halt-seconds 6 -- "${H[@]}" --sleep-ms 150
+  rc=$?
+  [ $rc = 7 ] || fail "--halt-seconds: exit $rc, expected 7"
+  grep -q "halted by --halt-seconds 6; epoch [0-9]* drained" "$out" || fail "--halt-seconds: no drain reported"
+  run -j b --restart-from "$dir" -- "${H[@]}" || fail "--restart-from after the halt: exit $?"
+  grep -q "restarted from iteration" "$out" || fail "the restart after the halt did not resume"
+  [ "$(checksum)" = "$ref" ] || fail "after --halt-seconds: checksum $(checksum), failure-free $ref"
+  rm -rf "${dir:?}"/*
+  timeout -k 5 120 "$bin/dlckpt-run" --job "${job}t" "${layout[@]}" --persist "$dir" --persist-every 100 \
+    -- "${H[@]}" --sleep-ms 100 >"$out" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 400); do
+    grep -q "checkpoint: iteration 15 complete" "$out" && break
+    sleep 0.05
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [ $rc = 7 ] || fail "SIGTERM with --persist: exit $rc, expected 7"
+  grep -q "halted by SIGTERM; epoch [0-9]* drained" "$out" || fail "SIGTERM: no drain reported"
+  run -j u --restart-from "$dir" -- "${H[@]}" || fail "--restart-from after SIGTERM: exit $?"
+  [ "$(checksum)" = "$ref" ] || fail "after SIGTERM: checksum $(checksum), failure-free $ref"
+  ;;
+unwritable)
+  run --persist /proc/dlckpt-cannot-exist --persist-every 2 -- "${H[@]}" || fail "unwritable DIR: exit $?"
+  grep -q "drain of epoch 2 to /proc/dlckpt-cannot-exist/$job failed, the run goes on protected by parity" "$out" ||
+    fail "unwritable DIR: no clear warning"
+  grep -q "rank drain(s) failed" "$out" || fail "unwritable DIR: the summary does not count the failed drains"
+  [ "$(checksum)" = "$ref" ] || fail "unwritable DIR: checksum $(checksum), failure-free $ref"
+  mkdir -p "$dir/full"
+  if mount -t tmpfs -o size=256k tmpfs "$dir/full" 2>/dev/null; then
+    mounted="$dir/full"
+    run -j f --persist "$dir/full" --persist-every 2 -- "${H[@]}" || fail "full DIR: exit $?"
+    grep -q "failed, the run goes on protected by parity: .*No space left" "$out" || fail "full DIR: no ENOSPC warning"
+    [ "$(checksum)" = "$ref" ] || fail "full DIR: checksum $(checksum), failure-free $ref"
+  else
+    echo "(full DIR case skipped: cannot mount a tmpfs here)"
+  fi
+  ;;
+*) echo "unknown scenario $scenario" >&2; exit 2 ;;
+esac
+echo "persist_test $scenario: ok"

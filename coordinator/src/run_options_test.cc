@@ -163,6 +163,43 @@ TEST(RunOptionsTest, EncodeModeAndCodecNice) {
   EXPECT_FALSE(Parse({"--codec-nice", "-1", "--", "a"}).ok());
 }
 
+TEST(RunOptionsTest, SecondLevel) {
+  auto o = Parse({"--", "a"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->persist.empty());
+  EXPECT_EQ(o->persist_every, 10);
+  EXPECT_EQ(o->persist_keep, 2);
+  o = Parse({"--persist", "/pfs/ckpt", "--persist-every", "3", "--persist-keep", "4", "--persist-bandwidth", "200M",
+             "--restart-from", "/pfs/old", "--halt-seconds", "3600", "--kill-node", "vn0,vn1", "--at", "drain:6+0.5",
+             "--", "a"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->persist, "/pfs/ckpt");
+  EXPECT_EQ(o->persist_every, 3);
+  EXPECT_EQ(o->persist_keep, 4);
+  EXPECT_EQ(o->persist_bandwidth, 200u << 20);
+  EXPECT_EQ(o->restart_from, "/pfs/old");
+  EXPECT_EQ(o->halt_seconds, 3600);
+  EXPECT_EQ(o->kills[0].at.kind, KillTrigger::kDrain);
+  EXPECT_EQ(o->kills[0].at.epoch, 6u);
+  EXPECT_EQ(o->kills[0].at.delay, 0.5);
+  EXPECT_FALSE(Parse({"--persist-every", "0", "--", "a"}).ok());
+  EXPECT_FALSE(Parse({"--persist-keep", "0", "--", "a"}).ok());
+  auto bad = Parse({"--persist-bandwidth", "fast", "--", "a"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("is not a byte rate"), std::string::npos);
+  // From the environment, as every layout option.
+  bool help = false;
+  EnvFn env = [](const char* name) -> const char* {
+    if (std::string(name) == "DLCKPT_PERSIST") return "/pfs/env";
+    if (std::string(name) == "DLCKPT_PERSIST_EVERY") return "5";
+    return nullptr;
+  };
+  auto e = ParseOptions(std::vector<std::string>{"--", "app"}, &help, env);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->persist, "/pfs/env");
+  EXPECT_EQ(e->persist_every, 5);
+}
+
 TEST(RunOptionsTest, HostsPowerOffAndMpiexecArgs) {
   auto o = Parse({"--hosts", "c-0,c-1,c-2", "--nodes", "2", "--kill-command", "vh {how} {node}",
                   "--mpiexec-args", " -iface  dvb-c -genv LD_PRELOAD /x.so ", "--poweroff-node", "c-1",

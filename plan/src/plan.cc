@@ -162,6 +162,7 @@ Status Validate(const PlanRequest& r) {
   if (r.max_rs_group_nodes < 2) {
     return bad("--max-group-nodes must be at least 2, got " + std::to_string(r.max_rs_group_nodes));
   }
+  DLCKPT_RETURN_IF_ERROR(ValidateTwoLevel(r.two_level));
   for (int64_t s : r.spares_per_group) {
     if (s < 1) return bad("--spares-per-group values must be at least 1, got " + std::to_string(s));
   }
@@ -225,6 +226,34 @@ std::string FormatPercent(const std::optional<double>& v) {
   return v ? Format("%.2f%%", *v * 100) : std::string("-");
 }
 
+// "second level: drain every 14 checkpoints (every 4.97 h of work); ..." for
+// the recommendation.
+std::string TwoLevelSentence(const TwoLevelResult& t, const PlanRequest& req) {
+  const TwoLevelChoice& c = t.choice;
+  std::string s;
+  if (!(c.efficiency > 1e-6)) {
+    return Format("second level: no drain interval leaves time for work (one drain: %.4g s visible, "
+                  "restart from the PFS: %.4g s, unrecoverable failures: %.3g per hour)",
+                  t.visible_drain_seconds, t.pfs_restart_seconds, t.uncovered_rate);
+  }
+  if (c.drain_every == 0) {
+    s = "second level: no failure needs the PFS (unrecoverable rate 0), so never drain";
+  } else {
+    s = Format("second level: %s every %lld checkpoint%s (every %.3g h of work)",
+               req.two_level.drain_every ? "draining" : "drain", static_cast<long long>(c.drain_every),
+               c.drain_every == 1 ? "" : "s", static_cast<double>(c.drain_every) * c.interval_hours);
+    if (t.drain_every_is_cap) s += ", the search's cap: practically never";
+    // The job's work is expected_hours x η (phases x the single-level interval).
+    const double work = t.expected_hours * c.efficiency;
+    if (static_cast<double>(c.drain_every) * c.interval_hours >= work) {
+      s += Format(", more than the job's %.3g h of work: no drain is needed during the run", work);
+    }
+  }
+  s += Format("; with level-1 checkpoints every %.3g h (%s) the expected efficiency is %.2f%%",
+              c.interval_hours, t.interval_fixed ? "--interval" : "optimized", c.efficiency * 100);
+  return s;
+}
+
 // Chooses the recommended candidate and explains why.
 void Recommend(Plan& plan) {
   const PlanRequest& req = plan.request;
@@ -270,6 +299,20 @@ void Recommend(Plan& plan) {
   plan.recommendation = SparesPerGroupText(c.layout.spares_per_group) + " (" +
                         c.layout.Describe() + " nodes), checkpoint every " +
                         Format("%.3g h: ", c.interval_hours) + why;
+  if (c.two_level) {
+    plan.recommendation += "; " + TwoLevelSentence(*c.two_level, req);
+    // The grouping above is chosen by the single-level criterion (no
+    // catastrophe); say so when another one is more efficient with two levels.
+    const Candidate* most = &c;
+    for (const Candidate& o : plan.candidates) {
+      if (o.two_level && o.two_level->choice.efficiency > most->two_level->choice.efficiency) most = &o;
+    }
+    if (most != &c) {
+      plan.recommendation +=
+          Format(" (with two levels %s would reach %.2f%%)",
+                 SparesPerGroupText(most->layout.spares_per_group).c_str(), most->two_level->choice.efficiency * 100);
+    }
+  }
 }
 
 }  // namespace
@@ -339,6 +382,13 @@ Result<Plan> MakePlan(const PlanRequest& request) {
     cand.model = model.At(request.phases);
     cand.model_phases_at_target = model.PhasesAtProbability(request.target);
     if (cand.model_phases_at_target > 0) cand.model_at_target = model.At(cand.model_phases_at_target);
+
+    if (request.two_level.enabled) {
+      Result<TwoLevelResult> two =
+          EvaluateTwoLevel(request, cand.layout, cand.times, cand.interval_hours);
+      if (!two.ok()) return two.take_status();
+      cand.two_level = std::move(*two);
+    }
 
     if (request.sim_runs > 0) {
       SimParams sp;
@@ -533,6 +583,31 @@ std::string FormatJson(const Plan& plan) {
   j.Field("max_group_nodes", req.max_rs_group_nodes);
   j.Field("sim_runs", req.sim_runs);
   j.Field("seed", std::to_string(req.seed));  // a string: JSON numbers lose precision past 2^53
+  if (req.two_level.enabled) {
+    const TwoLevelRequest& t = req.two_level;
+    j.BeginObject("two_level");
+    if (t.drain_seconds) {
+      j.Field("drain_seconds", *t.drain_seconds);
+    } else {
+      j.Field("pfs_mbps", t.pfs_mbps);
+      j.Field("drain_mb_per_node", t.drain_mb_per_node);
+    }
+    j.Field("drain_visible", t.drain_visible);
+    j.Key("drain_every");
+    if (t.drain_every) {
+      j.Int(*t.drain_every);
+    } else {
+      j.String("auto");
+    }
+    j.Key("unrecoverable_rate_per_hour");
+    if (t.uncovered_rate) {
+      j.Number(*t.uncovered_rate);
+    } else {
+      j.String("derived");
+    }
+    j.Field("system_loss_mtbf_hours", t.system_loss_mtbf_hours);
+    j.EndObject();
+  }
   j.EndObject();
   j.Field("system_mtbf_hours", plan.system_mtbf_hours);
   j.BeginArray("candidates");
@@ -562,6 +637,33 @@ std::string FormatJson(const Plan& plan) {
       j.Null();
     }
     j.EndObject();
+    if (c.two_level) {
+      const TwoLevelResult& t = *c.two_level;
+      j.BeginObject("two_level");
+      j.Field("group_loss_rate_per_hour", t.group_loss_rate);
+      j.Field("covered_rate_per_hour", t.covered_rate);
+      j.Field("uncovered_rate_per_hour", t.uncovered_rate);
+      j.Field("exposure_seconds", t.exposure_seconds);
+      j.Field("drain_seconds", t.drain_seconds);
+      j.Field("visible_drain_seconds", t.visible_drain_seconds);
+      j.Field("pfs_restart_seconds", t.pfs_restart_seconds);
+      j.Key("drain_every");
+      if (t.choice.drain_every > 0) {
+        j.Int(t.choice.drain_every);
+      } else {
+        j.String("never");
+      }
+      j.Field("drain_every_is_cap", t.drain_every_is_cap);
+      j.Field("drain_every_given", req.two_level.drain_every.has_value());
+      j.Field("interval_hours", t.choice.interval_hours);
+      j.Field("interval_given", t.interval_fixed);
+      j.Field("efficiency", t.choice.efficiency);
+      j.Field("cycle_hours", t.choice.cycle_hours);  // null (not finite) when never draining
+      j.Field("expected_hours", t.expected_hours);
+      j.Field("efficiency_drain_every_checkpoint", t.efficiency_every_checkpoint);
+      j.Field("first_order_drain_every", t.first_order_drain_every);
+      j.EndObject();
+    }
     j.Key("simulation");
     if (c.sim) {
       j.BeginObject();
@@ -588,11 +690,66 @@ std::string FormatJson(const Plan& plan) {
   j.EndArray();
   const Candidate& best = plan.candidates[plan.recommended];
   j.Key("recommendation");
-  j.Object("spares_per_group", best.layout.spares_per_group, "interval_hours", best.interval_hours,
-           "reason", plan.recommendation);
+  j.BeginObject();
+  j.Field("spares_per_group", best.layout.spares_per_group);
+  j.Field("interval_hours", best.interval_hours);
+  if (best.two_level) {
+    j.Field("drain_every", best.two_level->choice.drain_every);  // 0: never
+    j.Field("two_level_interval_hours", best.two_level->choice.interval_hours);
+    j.Field("two_level_efficiency", best.two_level->choice.efficiency);
+  }
+  j.Field("reason", plan.recommendation);
+  j.EndObject();
   j.EndObject();
   return j.Take();
 }
+
+namespace {
+
+// The second level's part of the table.
+std::string FormatTwoLevelTable(const Plan& plan) {
+  const PlanRequest& req = plan.request;
+  const TwoLevelRequest& t = req.two_level;
+  std::string s = "\nsecond level: drain to the PFS ";
+  s += t.drain_seconds ? Format("(%g s per drain", *t.drain_seconds)
+                       : Format("(%g MB per compute node at %g MB/s", t.drain_mb_per_node, t.pfs_mbps);
+  s += Format(", %g of it visible%s)\nunrecoverable failures: %s\n", t.drain_visible,
+              t.drain_visible == 1 ? ": blocking" : ": asynchronous",
+              t.uncovered_rate ? Format("%g per hour (given)", *t.uncovered_rate).c_str()
+                               : (std::string("> spares losses in a group within the exposure window") +
+                                  (t.system_loss_mtbf_hours > 0
+                                       ? Format(" + system loss every %g h", t.system_loss_mtbf_hours)
+                                       : std::string()))
+                                     .c_str());
+  s += "spares  lambda1/h  lambda2/h  drain s  PFS restart s  drain every  interval h  efficiency"
+       "  eff(N=1)  N first-order  expected h\n";
+  for (const Candidate& c : plan.candidates) {
+    if (!c.two_level) continue;
+    const TwoLevelResult& r = *c.two_level;
+    const std::string every = r.choice.drain_every == 0 ? std::string("never")
+                              : Format("%lld%s", static_cast<long long>(r.choice.drain_every),
+                                       r.drain_every_is_cap ? "(cap)" : "");
+    s += Format("%6lld  %9.3g  %9.3g  %7.1f  %13.1f  %11s  %10.4g  %9.3f%%  %7.3f%%  %13s  %10.4g\n",
+                static_cast<long long>(c.layout.spares_per_group), r.covered_rate, r.uncovered_rate,
+                r.visible_drain_seconds, r.pfs_restart_seconds, every.c_str(), r.choice.interval_hours,
+                r.choice.efficiency * 100, r.efficiency_every_checkpoint * 100,
+                r.first_order_drain_every > 0 ? Format("%.1f", r.first_order_drain_every).c_str() : "-",
+                r.expected_hours);
+  }
+  s += "(lambda1: failures parity covers, restart from memory; lambda2: failures only the PFS\n"
+       " covers. drain every: level-1 checkpoints per drain (";
+  s += t.drain_every ? "--drain-every" : "best";
+  s += "); interval: level-1 work per checkpoint (";
+  s += req.interval_hours ? "--interval" : "best";
+  s += ");\n efficiency: work / expected wall-clock time (Moody et al. SC'10 two-level model);\n"
+       " eff(N=1): draining every checkpoint at that interval; N first-order: sqrt(C2 l1/(C1 l2));\n";
+  s += Format(" expected h: %lld phases x the first table's interval of work / efficiency. With a\n",
+              static_cast<long long>(req.phases));
+  s += " second level a catastrophe restarts from the PFS instead of ending the run.)\n";
+  return s;
+}
+
+}  // namespace
 
 std::string FormatTable(const Plan& plan) {
   const PlanRequest& req = plan.request;
@@ -644,6 +801,7 @@ std::string FormatTable(const Plan& plan) {
               " (\">=2^30\": at least the cap); ovh@ph: overhead of that many phases (the model's count,\n"
               " also for the simulation))\n",
               pcol.c_str(), static_cast<long long>(req.phases), tcol.c_str(), req.target);
+  if (req.two_level.enabled) s += FormatTwoLevelTable(plan);
   for (const Skipped& k : plan.skipped) {
     s += "skipped: " + k.reason + "\n";
   }

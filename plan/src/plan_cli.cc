@@ -136,6 +136,30 @@ Options:
                           recommendation (0.9)
   --runs N                simulation runs per R (10000; 0: no simulation)
   --seed S                simulation seed (1)
+Second level (drain every N-th checkpoint to a parallel file system; off
+unless --pfs-bandwidth or --drain-seconds is given):
+  --pfs-bandwidth MBPS    aggregate PFS bandwidth, MB/s; a drain takes
+                          nodes x --drain-mb / MBPS seconds
+  --drain-mb D            checkpoint MB per compute node (default: --ckpt-mb)
+  --drain-seconds S       or the time of one whole drain directly
+  --drain-visible F       fraction of the drain the application waits for
+                          (1: blocking, the default; dlckpt drains in the
+                          background, so F < 1 fits it once measured); with
+                          F < 1 one drain must end before the next starts
+  --pfs-restart-seconds S restart from the PFS (default: restart + drain time)
+  --drain-every N|auto    evaluate this N; auto (default) recommends N
+  --unrecoverable-rate X  failures per hour that parity cannot cover (default:
+                          derived from the groups: a node loss in a group that
+                          already lost R nodes within the exposure window)
+  --system-loss-mtbf-hours H  whole-system losses (power, network) added to it
+  --exposure-seconds W    window from a loss to the end of its rebuild
+                          (default: the restart time of each R)
+  Model (Moody et al., SC'10, closed form): λ1 failures/h restart from memory,
+  λ2 from the PFS; a segment of d = τ + C1 (the last of a cycle + C2) takes
+  M(d) = (1 - e^-λd) / (λ2 + λ1 e^-λ(R1+d)) and completes with P(d) = 1 - λ2 M(d);
+  a cycle of N segments takes E = (A + (1 - Q) G2) / Q with Q = P(a)^(N-1) P(b),
+  A = (1 - P(a)^(N-1))/λ2 + P(a)^(N-1) M(b), G2 = (e^λR2 - 1)/λ; efficiency N τ / E.
+  N and τ (unless --interval) maximize it; λ2 = 0 means never drain.
   --json                  JSON instead of a table
   -h, --help              this text
 
@@ -148,6 +172,10 @@ Example (the thesis' baseline, Table 9.2):
   dlckpt-plan --nodes 5000 --spares 250 --mttf-hours 43800 --phases 1440 \
     --interval 0.5 --ckpt-seconds 13.2,28.2,39.6,58.8 \
     --restart-seconds 88.8,131.4,154.8,193.2
+Two levels, same machine, 200 MB per node at 20 GB/s, drain in background:
+  dlckpt-plan --nodes 5000 --spares 250 --mttf-hours 43800 --phases 1440 \
+    --ckpt-mb 200 --spares-per-group 1,2 --runs 0 --pfs-bandwidth 20000 \
+    --drain-visible 0.1 --system-loss-mtbf-hours 8760
 Exit status: 0 success, 2 bad or inconsistent arguments, 1 unreadable or
 malformed bench file, or output not written.
 )";
@@ -162,6 +190,9 @@ Result<CliOptions> ParseCommandLine(std::span<const std::string> args) {
   bool have_model_flag = false, have_coeffs = false;
   std::string model_flag;
   Chapter7Params& ch7 = req.times.chapter7;
+  TwoLevelRequest& two = req.two_level;
+  bool have_bandwidth = false, have_drain_mb = false;
+  std::string two_level_flag;  // the last second-level flag other than the two that enable it
 
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -253,6 +284,47 @@ Result<CliOptions> ParseCommandLine(std::span<const std::string> args) {
       have_coeffs = true;
       have_model_flag = true;
       model_flag = std::string(flag);
+    } else if (flag == "--pfs-bandwidth") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      DLCKPT_ASSIGN_OR_RETURN(two.pfs_mbps, Number(flag, v, false));
+      have_bandwidth = true;
+    } else if (flag == "--drain-seconds") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      DLCKPT_ASSIGN_OR_RETURN(two.drain_seconds, Number(flag, v, true));
+    } else if (flag == "--drain-mb") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      DLCKPT_ASSIGN_OR_RETURN(two.drain_mb_per_node, Number(flag, v, false));
+      have_drain_mb = true;
+      two_level_flag = std::string(flag);
+    } else if (flag == "--drain-visible") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      DLCKPT_ASSIGN_OR_RETURN(two.drain_visible, Number(flag, v, true));
+      if (two.drain_visible > 1) return Bad(flag, v, "a fraction in [0, 1]");
+      two_level_flag = std::string(flag);
+    } else if (flag == "--pfs-restart-seconds") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      DLCKPT_ASSIGN_OR_RETURN(two.pfs_restart_seconds, Number(flag, v, true));
+      two_level_flag = std::string(flag);
+    } else if (flag == "--drain-every") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      if (v == "auto") {
+        two.drain_every.reset();
+      } else {
+        DLCKPT_ASSIGN_OR_RETURN(two.drain_every, Integer(flag, v, 1));
+      }
+      two_level_flag = std::string(flag);
+    } else if (flag == "--unrecoverable-rate") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      DLCKPT_ASSIGN_OR_RETURN(two.uncovered_rate, Number(flag, v, true));
+      two_level_flag = std::string(flag);
+    } else if (flag == "--system-loss-mtbf-hours") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      DLCKPT_ASSIGN_OR_RETURN(two.system_loss_mtbf_hours, Number(flag, v, false));
+      two_level_flag = std::string(flag);
+    } else if (flag == "--exposure-seconds") {
+      DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
+      DLCKPT_ASSIGN_OR_RETURN(two.exposure_seconds, Number(flag, v, true));
+      two_level_flag = std::string(flag);
     } else if (flag == "--spares-per-group") {
       DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
       req.spares_per_group.clear();
@@ -299,6 +371,25 @@ Result<CliOptions> ParseCommandLine(std::span<const std::string> args) {
   }
   if (have_model_flag && !have_mb) {
     return Status::InvalidArgument(model_flag + " is a chapter 7 model parameter; it needs --ckpt-mb");
+  }
+  // The second level: on with --pfs-bandwidth or --drain-seconds.
+  if (have_bandwidth && two.drain_seconds) {
+    return Status::InvalidArgument("give only one of --pfs-bandwidth and --drain-seconds");
+  }
+  two.enabled = have_bandwidth || two.drain_seconds.has_value();
+  if (!two.enabled && !two_level_flag.empty()) {
+    return Status::InvalidArgument(two_level_flag +
+                                   " is a second-level option; it needs --pfs-bandwidth or --drain-seconds");
+  }
+  if (have_drain_mb && !have_bandwidth) {
+    return Status::InvalidArgument("--drain-mb needs --pfs-bandwidth (with --drain-seconds it is not used)");
+  }
+  if (have_bandwidth && !have_drain_mb) {
+    if (!have_mb) {
+      return Status::InvalidArgument(
+          "--pfs-bandwidth needs the checkpoint size: --drain-mb MB (per compute node) or --ckpt-mb");
+    }
+    two.drain_mb_per_node = ch7.ckpt_mb;
   }
   if (have_ckpt != have_restart) {
     return Status::InvalidArgument(have_ckpt ? "--ckpt-seconds needs --restart-seconds"

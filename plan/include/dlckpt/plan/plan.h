@@ -31,6 +31,10 @@
 //  - Checkpoint and restart times of a layout are those of its R (its largest
 //    groups); smaller remainder groups finish earlier and do not set the time.
 //
+// The second level (issue 20: every N-th checkpoint drained to a parallel
+// file system, failures parity cannot cover restart from it) is the "two
+// levels" section below; plan/README.md derives its equations.
+//
 // Thread safety: free functions are thread-safe; AnalyticModel caches powers
 // and is not (use one per thread).
 #ifndef DLCKPT_PLAN_PLAN_H_
@@ -272,6 +276,132 @@ double ExpectedMaxOfNormals(int64_t n);
 Result<std::map<int64_t, Times>> ParseBenchCsv(std::string_view text, std::string_view name);
 Result<std::map<int64_t, Times>> ReadBenchCsv(const std::string& path);
 
+// ------------------------------------------- two levels: drain to a PFS --
+//
+// Level 1 is the in-memory checkpoint protected by parity (cost C1, restart
+// R1, as above); every N-th level-1 checkpoint is also drained to a parallel
+// file system (level 2: application-visible cost C2, restart from it R2).
+// Failures are Poisson: λ1 per hour are covered by parity (restart from the
+// newest level-1 checkpoint), λ2 per hour are not (more than `spares` losses
+// in one group before the rebuild, or a whole-system loss: restart from the
+// newest drained checkpoint). λ = λ1 + λ2. A level-1 failure during R1
+// restarts R1, a level-2 failure during R1 goes to R2, any failure during R2
+// restarts R2; a failure during a checkpoint or a drain loses its segment
+// (as in the phase model of §8.2 and in Moody et al.'s model).
+//
+// A *cycle* is N segments of τ work + C1, the last also + C2, between drains.
+// With x = λ R1 and y = λ d, a segment of length d (τ + C1, or τ + C1 + C2)
+// retried after level-1 failures, until it completes or a level-2 failure
+// strikes, has
+//   M(d) = E[time spent]           = (1 - e^-y) / (λ2 + λ1 e^-(x+y))
+//   P(d) = P(completes, no lvl 2)  = 1 - λ2 M(d)
+// (P(d) is the Laplace transform at λ2 of the level-1-only segment time,
+// whose mean for λ2 = 0 is Daly's e^{λR}(e^{λd} - 1)/λ; M = (1 - P)/λ2).
+// With Q = P(a)^(N-1) P(b) (a cycle without a level-2 failure), a = τ + C1,
+// b = a + C2, and G2 = (e^{λ R2} - 1)/λ the expected time of a restart from
+// the PFS that any failure restarts, the expected time of one cycle is
+//   A = (1 - P(a)^(N-1)) / λ2 + P(a)^(N-1) M(b)       [(N-1) M(a) + M(b) if λ2 = 0]
+//   E = (A + (1 - Q) G2) / Q = (1/Q - 1)(1/λ2 + G2)   (the second form for λ2 > 0)
+// and the efficiency is η = N τ / E (useful work per wall-clock hour). This
+// is the expected absorption time of the two-level case of Moody et al.'s
+// Markov model (SC'10; states: computing segment j, restarting from level 1,
+// restarting from level 2), solved in closed form instead of numerically;
+// plan/README.md derives it.
+// For λ2 = 0 the best N is infinite (never drain); for λ2 -> ∞ it is 1.
+// First order (Benoit et al., IEEE TC 2017): N* ≈ sqrt(C2 λ1 / (C1 λ2)),
+// N τ* ≈ sqrt(2 (N C1 + C2) / (λ1/N + λ2)), overhead ≈ sqrt(2λ1C1) + sqrt(2λ2C2).
+struct TwoLevelParams {
+  double covered_rate = 0;       // λ1 per hour
+  double uncovered_rate = 0;     // λ2 per hour
+  double interval_hours = 0;     // τ, work per level-1 segment (> 0)
+  double ckpt_hours = 0;         // C1
+  double restart_hours = 0;      // R1
+  double drain_hours = 0;        // C2, application-visible part of one drain
+  double pfs_restart_hours = 0;  // R2
+};
+
+// M(d) and P(d) above for a segment of `segment_hours`.
+struct SegmentOutcome {
+  double mean_hours = 0;   // M(d); +inf when it overflows
+  double p_complete = 1;   // P(d)
+};
+SegmentOutcome TwoLevelSegment(const TwoLevelParams& p, double segment_hours);
+// E above: expected wall-clock hours of one cycle of `drain_every` (>= 1)
+// segments; +inf when the cycle practically never completes.
+double TwoLevelCycleHours(const TwoLevelParams& p, int64_t drain_every);
+// N τ / E, in [0, 1]; the limit N -> ∞ (never drain) when drain_every == 0.
+double TwoLevelEfficiency(const TwoLevelParams& p, int64_t drain_every);
+
+// Largest N the search tries; an optimum there is reported as "at the cap".
+inline constexpr int64_t kMaxDrainEvery = 1'000'000;
+
+struct TwoLevelChoice {
+  int64_t drain_every = 0;  // 0: never drain (λ2 == 0)
+  double interval_hours = 0;
+  double efficiency = 0;
+  double cycle_hours = 0;   // E; +inf when drain_every == 0
+};
+// The τ that maximizes η for a fixed N (p.interval_hours is ignored), over
+// τ >= min_interval_hours (and >= 1e-6 h, <= 1e6 h): a log-spaced scan, then
+// golden-section refinement around the best scan point.
+TwoLevelChoice BestTwoLevelInterval(const TwoLevelParams& p, int64_t drain_every,
+                                    double min_interval_hours = 0);
+// The N (and, unless `fixed_interval`, the τ) that maximize η. Every N in
+// 1..2000, then N growing by 1% up to kMaxDrainEvery. `min_cycle_hours`: an
+// asynchronous drain must end before the next one starts, so only cycles
+// with N (τ + C1) + C2 >= min_cycle_hours are allowed; NotFound if none is.
+// λ2 == 0 gives drain_every = 0 (never).
+Result<TwoLevelChoice> BestTwoLevel(const TwoLevelParams& p, bool fixed_interval,
+                                    double min_cycle_hours = 0);
+
+// The rate (per hour) of node failures parity cannot cover: a failure that
+// strikes a group whose other losses of the last `window_hours` (the time
+// from a loss until its rebuild on a spare ends) already equal its spares.
+// With T nodes failing at `node_failure_rate` λn each, the j other failures
+// of the window are Binomial(T-1, 1 - e^{-λn w}) and uniformly placed, so
+//   λ_grp = T λn Σ_j Binom(j) (S(j) - S(j+1))
+// with S(j) from SurvivalProbabilities (S(j) - S(j+1) = P(j failures are
+// survivable and one more is not)). For one spare per group of s nodes this
+// is ≈ T λn (s-1) λn w. Assumes a rebuilt group is fully protected again
+// (lost nodes replaced); spare exhaustion is the single-level model's concern.
+double GroupLossRate(std::span<const GroupKind> kinds, double node_failure_rate, double window_hours);
+
+// What the user asks of the second level (PlanRequest::two_level).
+struct TwoLevelRequest {
+  bool enabled = false;
+  // Wall-clock time of one whole drain: `drain_seconds`, else compute nodes
+  // x drain_mb_per_node / pfs_mbps.
+  std::optional<double> drain_seconds;
+  double pfs_mbps = 0;
+  double drain_mb_per_node = 0;
+  double drain_visible = 1;  // fraction of the drain the application waits for (1: blocking)
+  std::optional<double> pfs_restart_seconds;  // default: R1 + the drain time (read back)
+  std::optional<int64_t> drain_every;         // absent: recommend
+  std::optional<double> uncovered_rate;       // λ2 per hour; absent: GroupLossRate + system loss
+  double system_loss_mtbf_hours = 0;          // whole-system losses; 0: none
+  std::optional<double> exposure_seconds;     // window of GroupLossRate; default R1
+};
+
+struct TwoLevelResult {
+  double group_loss_rate = 0;  // λ_grp per hour (always computed)
+  double covered_rate = 0;     // λ1 = (n+m)/MTTF - λ_grp
+  double uncovered_rate = 0;   // λ2
+  double exposure_seconds = 0;
+  double drain_seconds = 0;          // whole drain
+  double visible_drain_seconds = 0;  // C2
+  double pfs_restart_seconds = 0;    // R2
+  bool interval_fixed = false;       // τ from --interval, else optimized
+  TwoLevelChoice choice;             // the evaluated or recommended (N, τ)
+  bool drain_every_is_cap = false;
+  double efficiency_every_checkpoint = 0;  // N = 1 at the same τ, for comparison
+  double first_order_drain_every = 0;      // sqrt(C2 λ1 / (C1 λ2)); 0 if undefined
+  double expected_hours = 0;  // phases x candidate interval of work / η; +inf if η = 0
+};
+
+// InvalidArgument naming the flag when an enabled request has a value out of
+// range; OK when it is disabled.
+Status ValidateTwoLevel(const TwoLevelRequest& t);
+
 // ------------------------------------------------------------------ plan --
 
 struct TimesSpec {
@@ -298,6 +428,7 @@ struct PlanRequest {
   double target = 0.9;
   int64_t sim_runs = 10000;  // 0: no simulation
   uint64_t seed = 1;
+  TwoLevelRequest two_level;  // the second level (drain to a PFS), if enabled
 };
 
 struct Candidate {
@@ -310,6 +441,7 @@ struct Candidate {
   int64_t model_phases_at_target = 0;
   ModelPoint model_at_target;     // at model_phases_at_target (if > 0)
   std::optional<SimResult> sim;   // marks: request.phases, then model_phases_at_target if > 0
+  std::optional<TwoLevelResult> two_level;  // when request.two_level.enabled
 };
 
 struct Skipped {
@@ -325,6 +457,15 @@ struct Plan {
   size_t recommended = 0;  // index into candidates
   std::string recommendation;  // one sentence: why
 };
+
+// The second level for one grouping (`layout`, its level-1 `times`, and the
+// single-level interval `interval_hours`, which sets the work: phases x
+// interval). λ1 = (n+m)/MTTF - λ_grp; λ2 = --unrecoverable-rate, else λ_grp +
+// 1/system-loss MTBF. τ is request.interval_hours when given, else optimized;
+// N is two_level.drain_every when given, else optimized (BestTwoLevel).
+// InvalidArgument when a given N and τ make asynchronous drains overlap.
+Result<TwoLevelResult> EvaluateTwoLevel(const PlanRequest& req, const Layout& layout, const Times& times,
+                                        double interval_hours);
 
 // Validates the request (InvalidArgument naming the field) and evaluates
 // every candidate. Recommendation: among candidates whose model finishes

@@ -7,6 +7,7 @@
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/events.h"
+#include "dlckpt/base/progress.h"
 #include "dlckpt/base/units.h"
 #include "dlckpt/intercept/intercept.h"
 #include "dlckpt/persist/persist.h"
@@ -102,7 +103,20 @@ void Drainer::Run(std::unique_ptr<memfs::Store> view, uint64_t epoch) {
   if (!hold.empty() && std::strtoull(hold.c_str(), nullptr, 10) == epoch && hold.find(':') != std::string::npos) {
     o.hold_before_publish = std::strtod(hold.c_str() + hold.find(':') + 1, nullptr);
   }
+  // Rank 0 tells how a long drain goes (dlckpt/base/progress.h).
+  std::unique_ptr<Progress> progress;
+  if (rank_ == 0) {
+    o.progress = [&](uint64_t done, uint64_t total) {
+      if (!progress) {
+        progress = std::make_unique<Progress>("dlckpt: rank 0 draining epoch " + std::to_string(epoch) + " to " +
+                                                  job_dir_,
+                                              total);
+      }
+      progress->Update(done);
+    };
+  }
   auto r = persist::DrainRank(*view, job_dir_, job_, epoch, rank_, ranks_, o);
+  progress.reset();
   view.reset();
   (void)owner_->Release(epoch);
   Status s = r.status();

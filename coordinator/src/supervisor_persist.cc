@@ -11,6 +11,7 @@
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
+#include "dlckpt/base/progress.h"
 #include "dlckpt/memfs/memfs.h"
 #include "dlckpt/persist/persist.h"
 #include "procs.h"
@@ -83,7 +84,9 @@ Result<std::string> Supervisor::ChooseDrainedEpoch(const std::string& job_dir) {
     }
     Log("verifying " + name + " (" + std::to_string(e.files) + " files, " + std::to_string(e.bytes) +
         " bytes) in " + e.dir);
-    Status v = persist::VerifyEpoch(e.dir);
+    Progress progress("dlckpt-run: verifying " + name, e.bytes);
+    Status v = persist::VerifyEpoch(e.dir, [&](uint64_t done, uint64_t) { progress.Update(done); });
+    progress.Done();
     if (v.ok()) return e.dir;
     Log(name + " fails verification, not used: " + v.message());
     seen += (seen.empty() ? "" : ", ") + std::to_string(e.epoch) + " corrupt";
@@ -203,7 +206,16 @@ bool Supervisor::HaltDrain(const std::string& why) {
     }
     persist::DrainOptions opt;
     opt.bandwidth = static_cast<double>(o_.persist_bandwidth);
+    std::unique_ptr<Progress> progress;
+    uint64_t before = 0, last = 0;  // bytes of the ranks done, and of this one so far
+    opt.progress = [&](uint64_t done, uint64_t) {
+      if (!progress) progress = std::make_unique<Progress>("dlckpt-run: draining epoch " + std::to_string(lo), 0);
+      last = done;
+      progress->Update(before + done);
+    };
     for (int r = 0; r < ranks && s.ok() && !done; ++r) {
+      before += last;
+      last = 0;
       s = views[static_cast<size_t>(r)]->View(lo);
       if (s.ok()) s = persist::DrainRank(*views[static_cast<size_t>(r)], job_dir, o_.job, lo, r, ranks, opt).status();
     }

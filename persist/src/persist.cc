@@ -236,6 +236,8 @@ Result<DrainResult> DrainRank(memfs::Store& view, const std::string& job_dir, co
   part.epoch = epoch;
   part.ranks = ranks;
   std::vector<uint8_t> buf(std::max<size_t>(o.buffer, 4096));
+  uint64_t total = 0;
+  for (const auto& fi : files) total += S_ISDIR(fi.mode) ? 0 : fi.size;
   for (const auto& fi : files) {
     DLCKPT_RETURN_IF_ERROR(CheckCancel(o, where));
     if (fi.path.find('\n') != std::string::npos) {
@@ -280,6 +282,7 @@ Result<DrainResult> DrainRank(memfs::Store& view, const std::string& job_dir, co
       off += *n;
       r.bytes += *n;
       Pace(o.bandwidth, start, r.bytes);
+      if (o.progress) o.progress(r.bytes, total);
     }
     (void)view.Close(sfd);
     if (s.ok() && crc != fi.crc32c) {

@@ -70,6 +70,8 @@ struct DrainOptions {
   // Fault injection for tests: seconds to wait after the data is durable and
   // before rank's part is published.
   double hold_before_publish = 0;
+  // Called after every buffer written: bytes done and the epoch's total for this rank.
+  std::function<void(uint64_t, uint64_t)> progress;
 };
 
 struct DrainResult {

@@ -80,13 +80,37 @@ void Drainer::OnProtected(uint64_t epoch) {
       view = std::move(*v);
       s = view->View(epoch);
     }
+    // Holding E keeps up to one more checkpoint's blocks in use while the
+    // application writes the next ones: only with room for two more copies.
+    if (s.ok()) {
+      auto files = view->List("/");
+      s = files.status();
+      uint64_t blocks = 0;
+      if (files.ok()) {
+        for (const auto& f : *files) blocks += f.blocks;
+      }
+      const uint64_t free_blocks = owner_->stats().blocks_free;
+      if (s.ok() && free_blocks < 2 * blocks) {
+        s = Status::NoSpace("store " + owner_->name() + " has " + std::to_string(free_blocks) +
+                            " free blocks; holding epoch " + std::to_string(epoch) + " while the next ones are written needs " +
+                            std::to_string(2 * blocks) + " (raise the store capacity, dlckpt-run --capacity)");
+      }
+    }
     if (!s.ok()) (void)owner_->Release(epoch);
   }
   if (!s.ok()) {
     events::Emit("app", "drain-end " + std::to_string(epoch) + " rank " + std::to_string(rank_) + " " +
                             std::to_string(s.code()) + " 0 0");
-    std::fprintf(stderr, "dlckpt: rank %d: drain of epoch %llu not started: %s\n", rank_,
-                 static_cast<unsigned long long>(epoch), s.ToString().c_str());
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first = !warned_;
+      warned_ = true;
+    }
+    if (first || rank_ == 0) {
+      std::fprintf(stderr, "dlckpt: rank %d: drain of epoch %llu not started, the run goes on protected by parity: %s\n",
+                   rank_, static_cast<unsigned long long>(epoch), s.ToString().c_str());
+    }
     return;
   }
   running_ = true;

@@ -163,6 +163,16 @@ unwritable)
   else
     echo "(full DIR case skipped: cannot mount a tmpfs here)"
   fi
+  # A store with room for two checkpoints of 7 blocks but not three: holding
+  # an epoch for its drain could make the application's writes fail, so the
+  # drain is not started.
+  S=("$bin/heat2d-dlckpt" --nx 256 --ny 200 --iters 20 --ckpt-every 5)
+  run -j s -- "${S[@]}" || fail "small store without --persist: exit $?"
+  want=$(checksum)
+  run -j t --capacity 1M --persist "$dir/small" --persist-every 1 -- "${S[@]}" || fail "small store: exit $?"
+  grep -q "drain of epoch 1 not started, the run goes on protected by parity: .*free blocks; holding epoch 1" "$out" ||
+    fail "small store: no word on the drain it could not hold"
+  [ "$(checksum)" = "$want" ] || fail "small store: checksum $(checksum), expected $want"
   ;;
 *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac

@@ -156,7 +156,8 @@ control:
 Options come from, lowest precedence first: the defaults; the configuration
 file (one option per line: "nodes = 4", "encode async", "keep"; '#' comments;
 any option above but --config); the environment (SCR_SET_SIZE, SCR_SET_FAILURES
-and SCR_COPY_TYPE as --group-size, --spares-per-group and --scheme, then
+and SCR_COPY_TYPE as --group-size, --spares-per-group and --scheme, SCR_FLUSH=N as
+--persist-every N --persist ${SCR_PREFIX:-.}/.dlckpt, then
 DLCKPT_<OPTION>, which wins), DLCKPT_<OPTION> for the
 layout, launch and control options (DLCKPT_NODES, DLCKPT_SPARES,
 DLCKPT_GROUP_SIZE, DLCKPT_ENCODE, DLCKPT_JOB, DLCKPT_KEEP=1, ...; the capacity
@@ -553,6 +554,14 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
     }
     Status s = ApplyOptions({"--" + std::string(option), value}, o, help, &next);
     if (!s.ok()) return s.Prefixed(std::string("environment ") + var);
+  }
+  // SCR_FLUSH=N (N > 0): every N-th checkpoint goes to SCR_PREFIX (default the
+  // working directory), here the second level under SCR_PREFIX/.dlckpt.
+  if (const char* flush = env("SCR_FLUSH"); flush != nullptr && *flush != '\0' && std::string(flush) != "0") {
+    const char* prefix = env("SCR_PREFIX");
+    std::string dir = std::string(prefix != nullptr && *prefix != '\0' ? prefix : ".") + "/.dlckpt";
+    Status s = ApplyOptions({"--persist-every", flush, "--persist", dir}, o, help, &next);
+    if (!s.ok()) return s.Prefixed("environment SCR_FLUSH");
   }
   // 2b. DLCKPT_<OPTION>.
   for (const auto& [var, option] : EnvOptions()) {

@@ -198,6 +198,16 @@ TEST(RunOptionsTest, SecondLevel) {
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_EQ(e->persist, "/pfs/env");
   EXPECT_EQ(e->persist_every, 5);
+  // SCR's flush: below DLCKPT_*.
+  EnvFn scr = [](const char* name) -> const char* {
+    if (std::string(name) == "SCR_FLUSH") return "4";
+    if (std::string(name) == "SCR_PREFIX") return "/lustre/run7";
+    return nullptr;
+  };
+  e = ParseOptions(std::vector<std::string>{"--", "app"}, &help, scr);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->persist, "/lustre/run7/.dlckpt");
+  EXPECT_EQ(e->persist_every, 4);
 }
 
 TEST(RunOptionsTest, HostsPowerOffAndMpiexecArgs) {

@@ -426,6 +426,13 @@ class Study:
                         k, _, v = kv.partition("=")
                         rec[k] = float(v)
                     rec["iterations"] = [l for l in out.splitlines() if l.startswith("ITER ")]
+                    # Cold: the run's first checkpoint (the warm-up, into blocks
+                    # never written before); warm: the measured ones (RESULT).
+                    cold = [l.split() for l in rec["iterations"] if l.endswith(" warmup")]
+                    if cold:
+                        f = cold[0]
+                        rec["cold_write"] = float(f[f.index("write") + 1])
+                        rec["cold_total"] = float(f[f.index("total") + 1])
                     self.raw["ckpt"].append(rec)
                     self.paired_baselines(m * g, mib, rnd)
 

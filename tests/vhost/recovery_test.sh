@@ -22,6 +22,10 @@
 #                  with both lost
 #   toomany        ckpt_app, 3+1 XOR, node 1 crashes and node 2 is powered off: unrecoverable,
 #                  dlckpt-run exits 3 with a message naming the group, nothing left anywhere
+#   toomany-persist  as toomany, with --persist --persist-every 1 (the second level): on
+#                  nodes the run restarts from the drained epoch on fresh virtual nodes and
+#                  ends with the checksum; on hosts the two lost hosts exceed the one spare,
+#                  and dlckpt-run exits 3 naming how many hosts are missing
 #   sppm-poweroff  sppm-mini-dlckpt, 4+1 XOR, node 2 powered off after checkpoint 2, with
 #                  --heartbeat-timeout 1 (the others use the default, 1.5 s)
 #   sppm-rs        sppm-mini-dlckpt, 4+2 RS, node 0 crashes and node 2 is powered off at once
@@ -84,7 +88,7 @@ readonly OUT RUN_DIR=$OUT/run
 
 ckpt=("$TBIN/ckpt_app" --iters 6 --kib 512 --sleep-ms 40 --write-pieces 8)
 sppm=("$BIN/sppm-mini-dlckpt" --iters 16 --sleep-ms 80)
-expect_rc=0 poweroff=0
+expect_rc=0 poweroff=0 extra=()
 case $SCENARIO in
   clean)         app=("${ckpt[@]}"); data=3 spares=1 scheme=xor; inject=() ;;
   xor-crash)     app=("${ckpt[@]}"); data=3 spares=1 scheme=xor; inject=(--kill-node @1 --at checkpoint:2+0.02) ;;
@@ -94,6 +98,10 @@ case $SCENARIO in
                  inject=(--poweroff-node @3 --at phase:encode:3 --kill-node @1 --at phase:recover); poweroff=1 ;;
   toomany)       app=("${ckpt[@]}"); data=3 spares=1 scheme=xor
                  inject=(--kill-node @1 --at checkpoint:2 --poweroff-node @2 --at checkpoint:2); expect_rc=3 ;;
+  toomany-persist) app=("${ckpt[@]}"); data=3 spares=1 scheme=xor
+                 inject=(--kill-node @1 --at checkpoint:2 --poweroff-node @2 --at checkpoint:2)
+                 extra=(--persist "$OUT/persist" --persist-every 1)
+                 if [[ $MODE == hosts ]]; then expect_rc=3; fi ;;
   sppm-poweroff) app=("${sppm[@]}"); data=4 spares=1 scheme=xor; inject=(--poweroff-node @2 --at checkpoint:2)
                  poweroff=1 hb_timeout=1.0 ;;
   sppm-rs)       app=("${sppm[@]}"); data=4 spares=2 scheme=rs
@@ -194,7 +202,7 @@ fi
 log "$MODE $SCENARIO: job $JOB, $data+$spares $scheme, ${inject[*]:-no failure}; reference checksum $ref"
 t=$SECONDS
 timeout -k 5 150 "$BIN/dlckpt-run" --job "$JOB" --run-dir "$RUN_DIR" --timeout 120 "${layout[@]}" \
-  "${inject[@]}" -- "${app[@]}" >"$OUT/run.log" 2>&1 </dev/null
+  "${inject[@]}" "${extra[@]}" -- "${app[@]}" >"$OUT/run.log" 2>&1 </dev/null
 rc=$?
 log "dlckpt-run exited $rc after $((SECONDS - t)) s"
 [[ $rc == "$expect_rc" ]] || fail "dlckpt-run exited $rc, expected $expect_rc"
@@ -216,6 +224,12 @@ if ((expect_rc == 0)); then
   fi
 else
   grep -q "unrecoverable: group 0" "$OUT/run.log" || fail "no clear unrecoverable message naming the group"
+fi
+if [[ $SCENARIO == toomany-persist && $MODE == hosts ]]; then
+  grep -q "1 host(s) missing to restart from .*--restart-from" "$OUT/run.log" ||
+    fail "no clear error naming the missing hosts"
+elif [[ $SCENARIO == toomany-persist ]]; then
+  grep -q "restart from the persistent copy: drained epoch" "$OUT/run.log" || fail "no restart from the drained epoch"
 fi
 grep -qE "^dlckpt-run: +node killed: .*(power-off|--at)" "$OUT/run.log" || ((${#inject[@]} == 0)) ||
   fail "no node was killed"

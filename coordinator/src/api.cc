@@ -204,7 +204,7 @@ Status Init(MPI_Comm comm) {
   st.round = std::make_unique<codec::CheckpointRound>(st.collective.get(), st.round_store.get(),
                                                       st.encoder.get(), "rank " + std::to_string(c.rank()),
                                                       std::move(ro));
-  auto drainer = Drainer::FromEnv(st.store, c.rank(), c.size());
+  auto drainer = Drainer::FromEnv(st.store, &c);
   DLCKPT_RETURN_IF_ERROR(c.Agree(drainer.status(), "dlckpt_init"));
   st.drainer = std::move(*drainer);
   st.initialized = true;
@@ -228,9 +228,7 @@ Status Checkpoint() {
 Status Wait() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint_wait: call dlckpt_init first");
-  Status s = st.round->Wait().status();
-  if (st.drainer) st.drainer->OnProtected(st.round->protected_epoch());
-  return s.Prefixed("dlckpt_checkpoint_wait");
+  return st.round->Wait().status().Prefixed("dlckpt_checkpoint_wait");
 }
 
 Status SetEncodeMode(int mode) {

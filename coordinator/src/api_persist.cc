@@ -22,7 +22,7 @@ std::string EnvStr(const char* name) {
 
 }  // namespace
 
-Result<std::unique_ptr<Drainer>> Drainer::FromEnv(memfs::Store* owner, int rank, int ranks) {
+Result<std::unique_ptr<Drainer>> Drainer::FromEnv(memfs::Store* owner, mpi::Collective* collective) {
   std::string dir = EnvStr("DLCKPT_PERSIST");
   if (dir.empty() || owner == nullptr) return std::unique_ptr<Drainer>();
   std::unique_ptr<Drainer> d(new Drainer());
@@ -30,8 +30,9 @@ Result<std::unique_ptr<Drainer>> Drainer::FromEnv(memfs::Store* owner, int rank,
   d->dir_ = dir;
   d->job_ = EnvStr("DLCKPT_JOB").empty() ? "job" : EnvStr("DLCKPT_JOB");
   d->job_dir_ = persist::JobDir(dir, d->job_);
-  d->rank_ = rank;
-  d->ranks_ = ranks;
+  d->collective_ = collective;
+  d->rank_ = collective != nullptr ? collective->rank() : 0;
+  d->ranks_ = collective != nullptr ? collective->size() : 1;
   std::string every = EnvStr("DLCKPT_PERSIST_EVERY");
   if (!every.empty()) {
     char* end = nullptr;
@@ -57,64 +58,100 @@ Result<std::unique_ptr<Drainer>> Drainer::FromEnv(memfs::Store* owner, int rank,
 
 Drainer::~Drainer() { (void)Finish(); }
 
-void Drainer::OnProtected(uint64_t epoch) {
-  if (epoch == 0 || epoch % every_ != 0 || epoch <= last_due_) return;
-  last_due_ = epoch;
-  if (running_.load()) {
-    events::Emit("app", "drain-skip " + std::to_string(epoch) + " rank " + std::to_string(rank_));
-    if (rank_ == 0) {
-      std::fprintf(stderr, "dlckpt: drain of epoch %llu skipped: the drain of an earlier epoch still runs\n",
-                   static_cast<unsigned long long>(epoch));
-    }
-    return;
-  }
-  if (worker_.joinable()) worker_.join();
+// Hold `epoch`, load a view of it and check the store has room to keep it;
+// on failure nothing stays held.
+Status Drainer::Prepare(uint64_t epoch, std::unique_ptr<memfs::Store>* view) {
   // The epoch's blocks stay put until Release, and the view loads its file
   // table now, while the epoch is the acknowledged one.
-  Status s = owner_->Hold(epoch);
-  std::unique_ptr<memfs::Store> view;
+  DLCKPT_RETURN_IF_ERROR(owner_->Hold(epoch));
+  auto v = memfs::Store::Attach(owner_->name(), memfs::AttachMode::kReadOnly);
+  Status s = v.status();
+  if (s.ok()) s = (*v)->View(epoch);
+  // Holding E keeps up to one more checkpoint's blocks in use while the
+  // application writes the next ones: only with room for two more copies.
   if (s.ok()) {
-    auto v = memfs::Store::Attach(owner_->name(), memfs::AttachMode::kReadOnly);
-    s = v.status();
-    if (s.ok()) {
-      view = std::move(*v);
-      s = view->View(epoch);
+    auto files = (*v)->List("/");
+    s = files.status();
+    uint64_t blocks = 0;
+    if (files.ok()) {
+      for (const auto& f : *files) blocks += f.blocks;
     }
-    // Holding E keeps up to one more checkpoint's blocks in use while the
-    // application writes the next ones: only with room for two more copies.
-    if (s.ok()) {
-      auto files = view->List("/");
-      s = files.status();
-      uint64_t blocks = 0;
-      if (files.ok()) {
-        for (const auto& f : *files) blocks += f.blocks;
-      }
-      const uint64_t free_blocks = owner_->stats().blocks_free;
-      if (s.ok() && free_blocks < 2 * blocks) {
-        s = Status::NoSpace("store " + owner_->name() + " has " + std::to_string(free_blocks) +
-                            " free blocks; holding epoch " + std::to_string(epoch) + " while the next ones are written needs " +
-                            std::to_string(2 * blocks) + " (raise the store capacity, dlckpt-run --capacity)");
-      }
+    const uint64_t free_blocks = owner_->stats().blocks_free;
+    if (s.ok() && free_blocks < 2 * blocks) {
+      s = Status::NoSpace("store " + owner_->name() + " has " + std::to_string(free_blocks) +
+                          " free blocks; holding epoch " + std::to_string(epoch) +
+                          " while the next ones are written needs " + std::to_string(2 * blocks) +
+                          " (raise the store capacity, dlckpt-run --capacity)");
     }
-    if (!s.ok()) (void)owner_->Release(epoch);
   }
   if (!s.ok()) {
-    events::Emit("app", "drain-end " + std::to_string(epoch) + " rank " + std::to_string(rank_) + " " +
-                            std::to_string(s.code()) + " 0 0");
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      first = !warned_;
-      warned_ = true;
+    (void)owner_->Release(epoch);
+    return s;
+  }
+  *view = std::move(*v);
+  return Status::OK();
+}
+
+void Drainer::Warn(uint64_t epoch, const std::string& what) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = !warned_;
+    warned_ = true;
+  }
+  // Every rank's first warning, and all of rank 0's: a full or read-only
+  // directory is not said a thousand times.
+  if (first || rank_ == 0) {
+    std::fprintf(stderr, "dlckpt: rank %d: drain of epoch %llu %s\n", rank_, static_cast<unsigned long long>(epoch),
+                 what.c_str());
+  }
+}
+
+void Drainer::OnProtected(uint64_t epoch) {
+  const uint64_t due = epoch != 0 && epoch % every_ == 0 && epoch > last_due_ ? epoch : 0;
+  if (due != 0) last_due_ = due;
+  const bool busy = due != 0 && running_.load();
+  std::unique_ptr<memfs::Store> view;
+  Status s;
+  if (due != 0 && !busy) {
+    if (worker_.joinable()) worker_.join();
+    s = Prepare(due, &view);
+  }
+  // Every rank drains the epoch or none does (a part drained alone never
+  // completes an epoch): one vote per checkpoint, 2 * due + ready, whose
+  // minimum and maximum agree only if every rank is due for the same epoch
+  // and ready.
+  const uint64_t vote = 2 * due + (due != 0 && !busy && s.ok() ? 1 : 0);
+  uint64_t lo = vote, hi = vote;
+  if (collective_ != nullptr) {
+    auto mn = collective_->Min(vote);
+    auto mx = collective_->Max(vote);
+    lo = mn.ok() ? *mn : 0;
+    hi = mx.ok() ? *mx : 0;
+  }
+  const bool go = due != 0 && lo == hi && (lo & 1) == 1;
+  if (!go) {
+    if (view) {
+      view.reset();
+      (void)owner_->Release(due);
     }
-    if (first || rank_ == 0) {
-      std::fprintf(stderr, "dlckpt: rank %d: drain of epoch %llu not started, the run goes on protected by parity: %s\n",
-                   rank_, static_cast<unsigned long long>(epoch), s.ToString().c_str());
+    if (due == 0) return;
+    if (!s.ok()) {
+      events::Emit("app", "drain-end " + std::to_string(due) + " rank " + std::to_string(rank_) + " " +
+                              std::to_string(s.code()) + " 0 0");
+      Warn(due, "not started, the run goes on protected by parity: " + s.ToString());
+      return;
+    }
+    events::Emit("app", "drain-skip " + std::to_string(due) + " rank " + std::to_string(rank_));
+    if (rank_ == 0) {
+      std::fprintf(stderr, "dlckpt: drain of epoch %llu skipped: %s\n", static_cast<unsigned long long>(due),
+                   busy ? "the drain of an earlier epoch still runs"
+                        : "the drain of an earlier epoch still runs on another rank, or a rank cannot hold it");
     }
     return;
   }
   running_ = true;
-  worker_ = std::thread(&Drainer::Run, this, std::move(view), epoch);
+  worker_ = std::thread(&Drainer::Run, this, std::move(view), due);
 }
 
 void Drainer::Run(std::unique_ptr<memfs::Store> view, uint64_t epoch) {
@@ -153,20 +190,7 @@ void Drainer::Run(std::unique_ptr<memfs::Store> view, uint64_t epoch) {
   events::Emit("app", "drain-end " + std::to_string(epoch) + " rank " + std::to_string(rank_) + " " +
                           std::to_string(s.code()) + " " + std::to_string(s.ok() ? r->bytes : 0) + " " +
                           std::to_string(s.ok() ? r->seconds : 0.0) + (s.ok() && r->published ? " published" : ""));
-  if (!s.ok()) {
-    bool first = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      first = !warned_;
-      warned_ = true;
-    }
-    // Every failure is an event; stderr gets the first one of each rank and
-    // rank 0's, so that a full or read-only directory is not said 1000 times.
-    if (first || rank_ == 0) {
-      std::fprintf(stderr, "dlckpt: rank %d: drain of epoch %llu to %s failed, the run goes on protected by parity: %s\n",
-                   rank_, static_cast<unsigned long long>(epoch), job_dir_.c_str(), s.ToString().c_str());
-    }
-  }
+  if (!s.ok()) Warn(epoch, "to " + job_dir_ + " failed, the run goes on protected by parity: " + s.ToString());
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_ = s;

@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include "dlckpt/base/mpi.h"
 #include "dlckpt/base/status.h"
 #include "dlckpt/memfs/memfs.h"
 
@@ -36,23 +37,29 @@ namespace dlckpt::api {
 class Drainer {
  public:
   // Null when $DLCKPT_PERSIST is unset; EINVAL for a malformed setting.
-  static Result<std::unique_ptr<Drainer>> FromEnv(memfs::Store* owner, int rank, int ranks);
+  // `collective` (the job's ranks) decides together whether an epoch drains.
+  static Result<std::unique_ptr<Drainer>> FromEnv(memfs::Store* owner, mpi::Collective* collective);
   ~Drainer();  // waits for a running drain
   Drainer(const Drainer&) = delete;
   Drainer& operator=(const Drainer&) = delete;
 
   // `epoch` is now the newest protected (acknowledged) epoch of the store.
-  // Starts its drain if it is due and no drain runs; a due epoch meeting a
-  // running drain is skipped and reported.
+  // Collective: every rank calls it after every checkpoint (and at
+  // finalize). Starts the epoch's drain on every rank if it is due and every
+  // rank can start it; otherwise (a drain still running somewhere, a store
+  // without room to hold it) none starts, and the skip is reported.
   void OnProtected(uint64_t epoch);
   // Waits for the running drain; its error if it failed.
   Status Finish();
 
  private:
   Drainer() = default;
+  Status Prepare(uint64_t epoch, std::unique_ptr<memfs::Store>* view);
+  void Warn(uint64_t epoch, const std::string& what);
   void Run(std::unique_ptr<memfs::Store> view, uint64_t epoch);
 
   memfs::Store* owner_ = nullptr;
+  mpi::Collective* collective_ = nullptr;
   std::string dir_, job_, job_dir_;
   uint64_t every_ = 1;
   int keep_ = 2;  // complete drained epochs kept

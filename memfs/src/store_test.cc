@@ -16,44 +16,16 @@
 #include "dlckpt/base/crc32c.h"
 #include "dlckpt/memfs/memfs.h"
 #include "dlckpt/memfs/store.h"
+#include "store_test_util.h"
 #include "dlckpt/base/units.h"
 
 namespace dlckpt::memfs {
 namespace {
 
-std::string UniqueName() {
-  static std::atomic<int> counter{0};
-  return "/dlckpt-test." + std::to_string(getpid()) + "." + std::to_string(counter++);
-}
-
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
-
-void WriteFile(Store& s, const std::string& path, const std::vector<uint8_t>& data) {
-  auto fd = s.Open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_TRUE(fd.ok()) << fd.status().ToString();
-  auto n = s.Write(*fd, data.data(), data.size());
-  ASSERT_TRUE(n.ok()) << n.status().ToString();
-  ASSERT_EQ(*n, data.size());
-  ASSERT_TRUE(s.Close(*fd).ok());
-}
-
-std::vector<uint8_t> ReadFile(Store& s, const std::string& path) {
-  auto fd = s.Open(path, O_RDONLY);
-  EXPECT_TRUE(fd.ok()) << fd.status().ToString();
-  if (!fd.ok()) return {};
-  auto fi = s.Fstat(*fd);
-  std::vector<uint8_t> out(fi->size);
-  auto n = s.Read(*fd, out.data(), out.size());
-  EXPECT_TRUE(n.ok());
-  EXPECT_EQ(*n, out.size());
-  EXPECT_TRUE(s.Close(*fd).ok());
-  return out;
-}
+using testing::Pattern;
+using testing::ReadFile;
+using testing::UniqueName;
+using testing::WriteFile;
 
 uint64_t BlocksOf(size_t bytes) { return (bytes + 4095) / 4096; }
 

@@ -2,6 +2,7 @@
 """Analysis of the checkpoint study: tables, ratios, the thesis' ch. 7 model.
 
   bench/ckpt_model.py bench/results/raw.json [--out bench/results]
+  bench/ckpt_model.py --incremental OUTPUT   (the incremental encode case, below)
 
 Reads the raw results of ckpt_study.py and writes, into --out:
   ckpt_study.csv   one row per configuration and size: write, encode,
@@ -295,7 +296,70 @@ def ior_rec(raw, label, ranks, mib):
 # ------------------------------------------------------------------ main --
 
 
+# ---- the incremental (delta) encode case (issue 19) -------------------------
+#
+#   bench/ckpt_model.py --incremental OUTPUT_OF_dlckpt-bench-delta-encode
+#
+# The ch. 7 encode term for a checkpoint of d bytes per node of which the
+# fraction f (packed: the union over a group's members) changed since the
+# protected epoch:
+#   C_k^delta(d, f) = Plan(d) + f (Pack(d) + k (RSEncodingTime(d) + ReductionTime(d, n)) + Apply(d))
+#                     + Copy(d, f_prev + f)
+# Plan walks the extent lists (no data); Pack reads old and new and writes
+# the xor over f d; the reduction and the encoding run over f d instead of d;
+# the spare applies f d and copies what its other slot lacks (the previous
+# and the current union: about (f_prev + f) d with slot reuse, (1 - f) d
+# without). In the measured form, per shape: t_delta / C_k = a + b f, fitted
+# by least squares to the forced-delta times over the full encode of the
+# same epoch measured alongside (the ratio cancels the load of a shared
+# machine, which moves both). The crossover f* = (1 - a) / b is where a delta
+# stops paying; the service's automatic threshold (codec/src/service_delta.cc)
+# is at or below f* of each scheme measured.
+def incremental_rows(path):
+    import re
+    pat = re.compile(r"^(\d+):(\d+)\s+(\d+)% changed \(packed ([0-9.]+)\): full\s+([0-9.]+) ms, "
+                     r"delta\s+([0-9.]+) ms \([0-9.]+\), auto\s+([0-9.]+) ms")
+    rows = []
+    with open(path) as f:
+        for line in f:
+            m = pat.match(line.strip())
+            if m:
+                rows.append({"shape": "%s:%s" % (m.group(1), m.group(2)), "pct": int(m.group(3)),
+                             "f": float(m.group(4)), "full": float(m.group(5)) / 1e3,
+                             "delta": float(m.group(6)) / 1e3, "auto": float(m.group(7)) / 1e3})
+    return rows
+
+
+def incremental_main(path):
+    rows = incremental_rows(path)
+    if not rows:
+        print("ckpt_model.py: no result lines of dlckpt-bench-delta-encode in %s" % path, file=sys.stderr)
+        return 1
+    crossovers = []
+    print("| shape | changed | packed f | full C_k (s) | delta (s) | delta / C_k measured | model a + b f | error |")
+    print("|---|---|---|---|---|---|---|---|")
+    for shape in sorted({r["shape"] for r in rows}, key=lambda s: [int(x) for x in s.split(":")]):
+        rs = [r for r in rows if r["shape"] == shape]
+        (a, b) = lstsq([[1.0, r["f"]] for r in rs], [r["delta"] / r["full"] for r in rs])
+        fstar = (1 - a) / b if b > 0 else 1.0
+        crossovers.append((shape, fstar, a, b))
+        for r in rs:
+            ratio = r["delta"] / r["full"]
+            pred = a + b * r["f"]
+            print("| %s | %d %% | %.3f | %.3f | %.3f | %.3f | %.3f | %+.3f |" % (
+                shape, r["pct"], r["f"], r["full"], r["delta"], ratio, pred, pred - ratio))
+    print()
+    for shape, fstar, a, b in crossovers:
+        print("%s: t_delta / C_k = %.3f + %.3f f; crossover f* = %.2f" % (shape, a, b, fstar))
+    best = min(c[1] for c in crossovers)
+    print("METRIC incremental_model_crossover_fraction %.2f fraction target >= 0.15 (smallest over %s; "
+          "the automatic threshold)" % (best, ", ".join(c[0] for c in crossovers)))
+    return 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--incremental":
+        return incremental_main(sys.argv[2])
     ap = argparse.ArgumentParser(description="analysis of the checkpoint study")
     ap.add_argument("raw", help="raw.json of ckpt_study.py")
     ap.add_argument("--out", default=None, help="output directory (default: beside raw.json)")

@@ -127,6 +127,7 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   }
   int target = keep == 0 ? 1 : 0;
   Mapped& m = slots_[target];
+  last_fresh_ = false;
   protocol::ParityReport want = info;
   want.complete = false;
   want.name = SlotName(target);
@@ -147,6 +148,7 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
       return theirs.ok() ? made.status() : theirs;
     }
     m.shm = std::move(made).value();
+    last_fresh_ = true;
     // Pre-touch (dlckpt/memfs/memfs.h): the fresh object holds no parity yet,
     // so one word per page of its data area is written now rather than the
     // encode paying the slow first write of each page. Never done to a slot
@@ -183,6 +185,37 @@ Result<Extent> ParitySlots::Find(uint32_t group, uint32_t index, uint64_t epoch,
   }
   return Status::NotFound("node " + node_ + " holds no complete parity " + std::to_string(index) +
                           " of group " + std::to_string(group) + " for epoch " + std::to_string(epoch));
+}
+
+Result<Extent> ParitySlots::Kept(uint32_t group, uint32_t index, uint64_t epoch,
+                                 protocol::ParityReport* info) {
+  int best = -1;
+  for (int s = 0; s < 2; ++s) {
+    if (!Load(s, &slots_[s]).ok()) continue;
+    const auto& i = slots_[s].info;
+    if (i.complete && i.group == group && i.index == index && i.epoch == epoch &&
+        (best < 0 || i.generation > slots_[best].info.generation)) {
+      best = s;
+    }
+  }
+  if (best < 0 || epoch == 0) {
+    return Status::NotFound("node " + node_ + " holds no complete parity " + std::to_string(index) +
+                            " of group " + std::to_string(group) + " for epoch " + std::to_string(epoch));
+  }
+  *info = slots_[best].info;
+  return Extent{slots_[best].shm->data() + slots_[best].header_bytes, slots_[best].length};
+}
+
+bool ParitySlots::OtherHolds(uint32_t group, uint32_t index, uint64_t keep, uint64_t epoch) {
+  int kept = -1;
+  for (int s = 0; s < 2; ++s) {
+    if (!Load(s, &slots_[s]).ok()) continue;
+    const auto& i = slots_[s].info;
+    if (i.complete && i.epoch == keep && (kept < 0 || i.generation > slots_[kept].info.generation)) kept = s;
+  }
+  if (kept < 0) return false;
+  const Mapped& o = slots_[kept == 0 ? 1 : 0];
+  return o.valid && o.info.complete && o.info.group == group && o.info.index == index && o.info.epoch == epoch;
 }
 
 void ParitySlots::RemoveAll() {

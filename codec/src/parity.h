@@ -56,6 +56,19 @@ class ParitySlots {
   // here, for a rebuild. The mapping stays valid while this object lives.
   Result<Extent> Find(uint32_t group, uint32_t index, uint64_t epoch, uint64_t generation);
 
+  // Incremental encode: the complete parity (group, index) of epoch `epoch`
+  // held here, of any generation (the newest if both slots hold one), and
+  // its header in *info. NotFound otherwise. Call before Prepare: the bytes
+  // stay valid and unchanged through the Prepare that keeps this epoch and
+  // the Complete after it (Prepare never writes the slot it keeps).
+  Result<Extent> Kept(uint32_t group, uint32_t index, uint64_t epoch, protocol::ParityReport* info);
+
+  // Incremental encode: true if the slot a Prepare keeping `keep` would
+  // write holds the complete parity (group, index) of epoch `epoch` now.
+  bool OtherHolds(uint32_t group, uint32_t index, uint64_t keep, uint64_t epoch);
+  // True if the last Prepare created its slot afresh (its old bytes are gone).
+  bool last_prepare_fresh() const { return last_fresh_; }
+
   // Removes both slots (a node that stopped being a spare, or shutdown).
   void RemoveAll();
 
@@ -75,6 +88,7 @@ class ParitySlots {
   Env* env_;
   Mapped slots_[2];
   int prepared_ = -1;
+  bool last_fresh_ = false;
 };
 
 }  // namespace dlckpt::codec

@@ -15,6 +15,7 @@
 
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/names.h"
+#include "dlckpt/codec/delta.h"
 #include "dlckpt/codec/erasure.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/codec/protocol.h"
@@ -66,9 +67,13 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   w.I32(mine.code());
   w.Str(mine.message());
   protocol::PutMember(w, mine_record);
+  // Incremental encode: this node's changes since `keep` (data) or the kept
+  // parity it holds (spare), for every process's PlanDelta.
+  internal::PutDeltaInfo(w, mine.ok() ? LocalDelta(epoch, keep) : internal::DeltaInfo{});
   auto gathered = c_->Allgather(w.data());
   if (!gathered.ok()) return finish(gathered.status());
   std::vector<protocol::MemberRecord> records(gathered->size());
+  std::vector<internal::DeltaInfo> delta_infos(gathered->size());
   const std::string what = "encode of epoch " + std::to_string(epoch);
   for (size_t i = 0; i < records.size(); ++i) {
     protocol::Reader rd((*gathered)[i], "member record");
@@ -77,11 +82,28 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
     Status st = rd.I32(&code);
     if (st.ok()) st = rd.Str(&msg);
     if (st.ok()) st = protocol::GetMember(rd, &records[i]);
+    if (st.ok()) st = internal::GetDeltaInfo(rd, &delta_infos[i]);
     if (!st.ok()) return finish(st);
     if (code != 0) return finish(Status::Error(code, what + ": node " + nodes_[i] + ": " + msg));
     for (uint64_t size : records[i].sizes) done.bytes += size;
   }
 
+  const internal::DeltaMode delta_mode = internal::DeltaModeFromEnv();
+  if (rank_ == 0) {
+    // Which groups update their parity from deltas ("encode-delta E groups/all packed/length").
+    int use = 0;
+    uint64_t packed = 0, length = 0;
+    for (const Group& g : layout_.groups) {
+      internal::DeltaPlan p =
+          internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
+      use += p.use ? 1 : 0;
+      packed += p.use ? RangeBytes(p.ranges) : p.length;
+      length += p.length;
+    }
+    events::Emit("codec", "encode-delta " + std::to_string(epoch) + " " + std::to_string(use) + "/" +
+                              std::to_string(layout_.groups.size()) + " " + std::to_string(packed) + "/" +
+                              std::to_string(length));
+  }
   Status run_status;
   if (role_.kind != RoleKind::kStandby) {
     const Group& g = layout_.groups[static_cast<size_t>(role_.group)];
@@ -111,14 +133,19 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       sink.keep = keep;
       std::string label = "group " + std::to_string(g.id) + " encode of epoch " + std::to_string(epoch);
       double t_run = Now();
-      auto stats = group_transport_->Run(EncodeSpec(**code, label), extents, &sink);
-      if (!stats.ok()) {
+      internal::DeltaPlan plan =
+          internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
+      if (plan.use) {
+        run_status = RunDelta(g, **code, plan, info, keep, label, extents);
+      } else {
+        history_.valid = false;  // the other slot is written in full
+        auto stats = group_transport_->Run(EncodeSpec(**code, label), extents, &sink);
         run_status = stats.status();
-      } else if (role_.kind == RoleKind::kSpare) {
-        run_status = parity_.Complete();
       }
+      if (run_status.ok() && role_.kind == RoleKind::kSpare) run_status = parity_.Complete();
       if (getenv("DLCKPT_CODEC_TRACE")) {
-        Log(label + ": prepare " + Fixed(t_run - t0) + " s, transport " + Fixed(Now() - t_run) + " s");
+        Log(label + ": prepare " + Fixed(t_run - t0) + " s, transport " + Fixed(Now() - t_run) + " s, " +
+            (plan.use ? "delta of " + Fixed(plan.fraction) : "full (" + plan.why + ")"));
       }
     }
   }

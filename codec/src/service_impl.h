@@ -19,11 +19,13 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "codec_service.h"
 #include "dlckpt/base/mpi.h"
+#include "dlckpt/codec/delta_transport.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/codec/frame_server.h"
 #include "dlckpt/codec/protocol.h"
@@ -57,6 +59,45 @@ int RankOfStore(const std::string& name, const std::string& job, const std::stri
 double Hold(const char* name);
 void Sleep(double seconds);
 double EncodeHold(uint64_t epoch);
+
+// Incremental encode (service_delta.cc). $DLCKPT_DELTA: "auto" (the default:
+// delta when the changed fraction is at most DeltaThreshold()), "on" (delta
+// whenever the kept parity allows it), "off" (always full).
+enum class DeltaMode { kAuto, kOn, kOff };
+DeltaMode DeltaModeFromEnv();
+// $DLCKPT_DELTA_THRESHOLD if in (0, 1], else the measured default for the
+// scheme (bench/README.md, "Incremental encode": where a delta stops paying).
+double DeltaThreshold(Scheme scheme);
+// More changed ranges than this in one member: no delta (the list travels in
+// the encode's exchange).
+inline constexpr size_t kMaxDeltaRanges = size_t{1} << 18;
+
+// What one node adds to an encode's exchange for an incremental encode.
+struct DeltaInfo {
+  // Data nodes: the changes of their member image since the kept epoch.
+  bool have_delta = false;
+  std::vector<uint64_t> old_sizes;  // image size of each store in the kept epoch
+  std::vector<memfs::Store::ByteRange> ranges;
+  // Spares: the complete parity of the kept epoch they hold.
+  bool have_kept = false;
+  uint8_t scheme = 0;
+  uint32_t k = 0;
+  std::vector<protocol::MemberRecord> kept_members;
+};
+void PutDeltaInfo(protocol::Writer& w, const DeltaInfo& d);
+Status GetDeltaInfo(protocol::Reader& r, DeltaInfo* d);
+
+// A group's choice between a delta and a full encode, the same on every
+// process (a pure function of the exchanged records).
+struct DeltaPlan {
+  bool use = false;
+  std::string why;                               // why not (for the trace)
+  std::vector<memfs::Store::ByteRange> ranges;   // U: the union of the members' changed ranges
+  uint64_t length = 0;                           // the new parity length
+  double fraction = 1;                           // packed bytes / length
+};
+DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::MemberRecord>& records,
+                    const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold);
 
 }  // namespace internal
 
@@ -94,6 +135,15 @@ class Service {
   Status LocalImage(uint64_t epoch, const std::vector<int32_t>& ranks, std::vector<Extent>* extents,
                     std::vector<uint64_t>* sizes, const std::vector<uint64_t>* expect);
   memfs::Store* CachedStore(int32_t rank, Status* error);
+  // ---- incremental encode (service_delta.cc) ----
+  // This node's DeltaInfo for encoding `epoch` over the parity of `keep`;
+  // data nodes also keep their old image and own ranges for RunDelta.
+  internal::DeltaInfo LocalDelta(uint64_t epoch, uint64_t keep);
+  // The group's delta encode along `plan` (collective over the group).
+  // `new_image`: this data node's image of the epoch encoded.
+  Status RunDelta(const Group& g, const ErasureCode& code, const internal::DeltaPlan& plan,
+                  const protocol::ParityReport& info, uint64_t keep, const std::string& label,
+                  std::span<const Extent> new_image);
   void Log(const std::string& msg) const {
     std::fprintf(stderr, "dlckpt-codec[%d %s]: %s\n", rank_, cfg_.node.c_str(), msg.c_str());
     std::fflush(stderr);
@@ -122,6 +172,22 @@ class Service {
   std::vector<int32_t> my_app_ranks_;
   std::map<int32_t, std::unique_ptr<memfs::Store>> stores_;  // read-only attachments
   ParitySlots parity_;
+  // Incremental encode: this data node's image of the kept epoch and its
+  // changed ranges (from LocalDelta), and the buffer its deltas are packed in.
+  std::vector<Extent> delta_old_;
+  std::vector<memfs::Store::ByteRange> delta_own_;
+  std::unique_ptr<DeltaPacker> packer_;
+  // Spares: the last encode this process wrote, if it was a delta that
+  // completed: its epoch, the kept epoch it updated (whose parity then
+  // stays in the other slot), both lengths and the union U it changed. The
+  // next delta encode keeping `epoch` writes over that other slot and needs
+  // to copy only U and the tail, not every unchanged byte.
+  struct SlotHistory {
+    bool valid = false;
+    uint64_t epoch = 0, from = 0, length = 0, from_length = 0;
+    std::vector<memfs::Store::ByteRange> ranges;
+  };
+  SlotHistory history_;
   uint64_t last_encoded_ = 0;
   int encodes_ = 0;
   std::string protection_;  // "" when the configured protection holds

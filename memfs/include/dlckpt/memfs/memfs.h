@@ -321,6 +321,41 @@ class Store final {
   // The epoch held, 0 if none.
   uint64_t held_epoch() const;
 
+  // --- incremental encode
+  // [offset, offset + len) of an encoding image.
+  struct ByteRange {
+    uint64_t offset = 0;
+    uint64_t len = 0;
+  };
+  // Which bytes of the image of epoch `to` may differ from the image of
+  // epoch `from` (each read as zeros past its own end). Contract: every byte
+  // at an offset x < max(from_size, to_size) that lies in no range is equal
+  // in both images; the ranges are sorted, disjoint, non-adjacent and inside
+  // [0, max(from_size, to_size)). They are conservative (a range may hold
+  // equal bytes), never missing a difference.
+  struct ImageDelta {
+    uint64_t from_epoch = 0, to_epoch = 0;
+    uint64_t from_size = 0, to_size = 0;  // image lengths
+    // The file set, a file's size or a chunk's stored size differ: image
+    // offsets after the first such difference moved, so the bytes from there
+    // on count as changed (delta only where the layout is stable).
+    bool layout_changed = false;
+    uint64_t changed_bytes = 0;  // sum of the ranges' lengths
+    std::vector<ByteRange> ranges;
+  };
+  // The delta between two images of this store (Diff of GetImage(from) and
+  // GetImage(to)); both epochs committed here (ENOENT otherwise).
+  Result<ImageDelta> Delta(uint64_t from, uint64_t to);
+  // The delta between two images taken from the same Store object while both
+  // epochs stay committed. Data bytes: copy-on-write never modifies a
+  // committed block, so a byte read from the same address at the same image
+  // offset in both is equal; every other data byte counts as changed (block
+  // granularity; a chunk recompressed to another stored size is changed).
+  // Metadata (header, file and chunk tables) is compared byte by byte in
+  // 256-byte granules. Cost: one pass over both extent lists plus the
+  // metadata; the data bytes are not read.
+  static ImageDelta Diff(const Image& from, const Image& to);
+
   class Impl;
 
  private:

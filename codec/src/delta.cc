@@ -1,0 +1,221 @@
+// delta.cc — range arithmetic, delta packing and the spare's parity update
+// for incremental encoding (contract in dlckpt/codec/delta.h). Pure: no MPI,
+// no I/O, no state.
+#include "dlckpt/codec/delta.h"
+
+#include <isa-l/raid.h>
+
+#include <cstring>
+
+#include "dlckpt/codec/erasure.h"
+
+namespace dlckpt::codec {
+
+namespace {
+
+constexpr size_t kMaxIsalLen = size_t{1} << 30;
+
+// Walks an extent list by increasing offset; bytes past its end read as zero
+// (a null pointer with an unbounded run).
+class Cursor {
+ public:
+  explicit Cursor(std::span<const Extent> ex) : ex_(ex) {}
+  const uint8_t* At(uint64_t x, uint64_t* run) {
+    while (i_ < ex_.size() && start_ + ex_[i_].len <= x) {
+      start_ += ex_[i_].len;
+      ++i_;
+    }
+    if (i_ == ex_.size()) {
+      *run = ~uint64_t{0};
+      return nullptr;
+    }
+    *run = start_ + ex_[i_].len - x;
+    return ex_[i_].data + (x - start_);
+  }
+
+ private:
+  std::span<const Extent> ex_;
+  size_t i_ = 0;
+  uint64_t start_ = 0;
+};
+
+// out[0..n) = old[x..x+n) xor new[x..x+n).
+void XorImages(Cursor& a, Cursor& b, uint64_t x, uint64_t n, uint8_t* out) {
+  while (n > 0) {
+    uint64_t ra = 0, rb = 0;
+    const uint8_t* pa = a.At(x, &ra);
+    const uint8_t* pb = b.At(x, &rb);
+    uint64_t m = std::min({ra, rb, n});
+    if (pa && pb) {
+      Xor2(out, pa, pb, m);
+    } else if (pa || pb) {
+      std::memcpy(out, pa ? pa : pb, m);
+    } else {
+      std::memset(out, 0, m);
+    }
+    x += m;
+    out += m;
+    n -= m;
+  }
+}
+
+}  // namespace
+
+void Xor2(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t len) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 31) == 0; };
+  if (len >= 128 && aligned(out) && aligned(a) && aligned(b)) {
+    for (uint64_t off = 0; off < len; off += kMaxIsalLen) {
+      void* array[3] = {const_cast<uint8_t*>(a) + off, const_cast<uint8_t*>(b) + off, out + off};
+      xor_gen(3, static_cast<int>(std::min<uint64_t>(kMaxIsalLen, len - off)), array);
+    }
+    return;
+  }
+  // One pass with unaligned 16-byte vectors (SSE2 baseline).
+  using V16 = uint8_t __attribute__((vector_size(16)));
+  uint64_t i = 0;
+  for (; i + 64 <= len; i += 64) {
+    V16 x[4], y[4];
+    std::memcpy(x, a + i, 64);
+    std::memcpy(y, b + i, 64);
+    for (int v = 0; v < 4; ++v) x[v] ^= y[v];
+    std::memcpy(out + i, x, 64);
+  }
+  for (; i < len; ++i) out[i] = a[i] ^ b[i];
+}
+
+uint64_t RangeBytes(std::span<const ByteRange> ranges) {
+  uint64_t n = 0;
+  for (const ByteRange& r : ranges) n += r.len;
+  return n;
+}
+
+std::vector<ByteRange> UnionRanges(std::span<const std::vector<ByteRange>> lists, uint64_t limit) {
+  std::vector<ByteRange> all;
+  for (const auto& l : lists) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end(),
+            [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+  std::vector<ByteRange> out;
+  for (const ByteRange& r : all) {
+    uint64_t lo = r.offset, hi = std::min(r.offset + r.len, limit);
+    if (hi <= lo) continue;
+    if (!out.empty() && out.back().offset + out.back().len >= lo) {
+      ByteRange& last = out.back();
+      last.len = std::max(last.offset + last.len, hi) - last.offset;
+    } else {
+      out.push_back(ByteRange{lo, hi - lo});
+    }
+  }
+  return out;
+}
+
+std::vector<ByteRange> MemberDelta(std::span<const memfs::Store::ImageDelta> stores) {
+  std::vector<ByteRange> out;
+  uint64_t off_from = 0, off_to = 0;
+  for (const auto& d : stores) {
+    if (off_from != off_to) break;
+    for (const ByteRange& r : d.ranges) out.push_back(ByteRange{off_to + r.offset, r.len});
+    off_from += d.from_size;
+    off_to += d.to_size;
+  }
+  uint64_t total_from = 0, total_to = 0;
+  for (const auto& d : stores) {
+    total_from += d.from_size;
+    total_to += d.to_size;
+  }
+  // From the first store whose offset moved (or the end of the shorter
+  // member image) to the end of the longer one.
+  uint64_t moved = std::min(off_from, off_to);
+  uint64_t end = std::max(total_from, total_to);
+  if (moved < end) out.push_back(ByteRange{moved, end - moved});
+  std::vector<std::vector<ByteRange>> one{std::move(out)};
+  return UnionRanges(one, end);
+}
+
+void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_image,
+               std::span<const ByteRange> ranges, std::span<const ByteRange> own, uint8_t* out) {
+  Cursor a(old_image), b(new_image);
+  size_t oi = 0;
+  for (const ByteRange& r : ranges) {
+    uint64_t x = r.offset, end = r.offset + r.len;
+    while (x < end) {
+      while (oi < own.size() && own[oi].offset + own[oi].len <= x) ++oi;
+      uint64_t n;
+      if (oi < own.size() && own[oi].offset <= x) {  // inside an own range: old xor new
+        n = std::min(end, own[oi].offset + own[oi].len) - x;
+        XorImages(a, b, x, n, out);
+      } else {  // known equal: zeros
+        n = (oi < own.size() ? std::min(end, own[oi].offset) : end) - x;
+        std::memset(out, 0, n);
+      }
+      x += n;
+      out += n;
+    }
+  }
+}
+
+PackedMap::PackedMap(std::vector<ByteRange> ranges) : ranges_(std::move(ranges)) {
+  uint64_t sum = 0;
+  prefix_.reserve(ranges_.size());
+  for (const ByteRange& r : ranges_) prefix_.push_back(sum += r.len);
+}
+
+size_t PackedMap::Find(uint64_t packed) const {
+  return static_cast<size_t>(std::upper_bound(prefix_.begin(), prefix_.end(), packed) - prefix_.begin());
+}
+
+void CopyUnchanged(std::span<const uint8_t> old_parity, const PackedMap& map, uint8_t* out,
+                   uint64_t out_len) {
+  auto copy = [&](uint64_t lo, uint64_t hi) {
+    hi = std::min(hi, out_len);
+    if (hi <= lo) return;
+    uint64_t have = old_parity.size() > lo ? std::min<uint64_t>(old_parity.size(), hi) - lo : 0;
+    if (have > 0) std::memcpy(out + lo, old_parity.data() + lo, have);
+    if (lo + have < hi) std::memset(out + lo + have, 0, hi - lo - have);
+  };
+  uint64_t x = 0;
+  for (const ByteRange& r : map.ranges()) {
+    copy(x, r.offset);
+    x = r.offset + r.len;
+  }
+  copy(x, out_len);
+}
+
+void CopyRanges(std::span<const uint8_t> old_parity, std::span<const ByteRange> ranges, uint8_t* out,
+                uint64_t out_len) {
+  for (const ByteRange& r : ranges) {
+    uint64_t lo = r.offset, hi = std::min(r.offset + r.len, out_len);
+    if (hi <= lo) continue;
+    uint64_t have = old_parity.size() > lo ? std::min<uint64_t>(old_parity.size(), hi) - lo : 0;
+    if (have > 0) std::memcpy(out + lo, old_parity.data() + lo, have);
+    if (lo + have < hi) std::memset(out + lo + have, 0, hi - lo - have);
+  }
+}
+
+std::vector<ByteRange> SubtractRanges(std::span<const ByteRange> a, std::span<const ByteRange> b) {
+  std::vector<ByteRange> out;
+  size_t j = 0;
+  for (const ByteRange& r : a) {
+    uint64_t x = r.offset, end = r.offset + r.len;
+    while (j < b.size() && b[j].offset + b[j].len <= x) ++j;
+    for (size_t k = j; x < end && k < b.size() && b[k].offset < end; ++k) {
+      if (b[k].offset > x) out.push_back(ByteRange{x, b[k].offset - x});
+      x = std::max(x, b[k].offset + b[k].len);
+    }
+    if (x < end) out.push_back(ByteRange{x, end - x});
+  }
+  return out;
+}
+
+void ApplyPacked(std::span<const uint8_t> old_parity, const PackedMap& map, uint64_t packed,
+                 const uint8_t* data, uint64_t len, uint8_t* out, uint64_t out_len) {
+  map.ForEach(packed, len, [&](uint64_t x, uint64_t p, uint64_t n) {
+    const uint8_t* src = data + (p - packed);
+    if (x >= out_len) return;
+    n = std::min(n, out_len - x);
+    uint64_t have = old_parity.size() > x ? std::min<uint64_t>(old_parity.size() - x, n) : 0;
+    if (have > 0) Xor2(out + x, old_parity.data() + x, src, have);
+    if (have < n) std::memcpy(out + x + have, src + have, n - have);
+  });
+}
+
+}  // namespace dlckpt::codec

@@ -1,0 +1,258 @@
+// Incremental encode in the dlckpt-codec service (Service, service_impl.h;
+// the math in dlckpt/codec/delta.h, the transport ends in delta_transport.h).
+//
+// An ENCODE(E, keep=A) may update the parity of A instead of encoding E in
+// full, group by group: every data node of the group reports the ranges of
+// its member image that changed since A (memfs Store::Delta over its stores),
+// every spare whether it holds the complete parity of A for exactly the
+// members, ranks and image sizes the data nodes had at A. All of it travels
+// in the encode's one exchange, so every process of the group computes the
+// same plan (PlanDelta, a pure function) without another collective. The
+// plan is a delta when all of that holds and the packed bytes are at most
+// DeltaThreshold() of the new parity length (or $DLCKPT_DELTA=on); otherwise
+// the group encodes in full, as before. Either way the new parity goes into
+// the slot that does not hold A's, marked complete only at the end: a failure
+// leaves A's parity whole, exactly as for a full encode.
+//
+// Layout changes: a store whose file set or sizes changed reports the rest of
+// its image (and of the member image after it) as changed (Store::Diff), so
+// the delta applies where the layout is stable and the fraction rule turns a
+// large shift into a full encode. The result is always the parity a full
+// encode gives (codec/src/delta_test.cc, tests/incremental/).
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dlckpt/codec/delta.h"
+#include "dlckpt/codec/delta_transport.h"
+#include "service_impl.h"
+
+namespace dlckpt::codec {
+
+namespace internal {
+
+namespace {
+
+// Measured (bench/README.md, "Incremental encode"; bench/ckpt_model.py
+// --incremental): the packed fraction up to which a delta encode is faster
+// than a full one. XOR (4:1): crossover 0.35-0.43; Reed-Solomon (8:2, whose
+// full encode costs more per byte): 0.53-0.62. The smaller measured value,
+// rounded down, so that "auto" never picks the slower of the two.
+constexpr double kThresholdXor = 0.35;
+constexpr double kThresholdRs = 0.5;
+}  // namespace
+
+DeltaMode DeltaModeFromEnv() {
+  const char* v = std::getenv("DLCKPT_DELTA");
+  if (v == nullptr) return DeltaMode::kAuto;
+  if (std::strcmp(v, "on") == 0 || std::strcmp(v, "1") == 0) return DeltaMode::kOn;
+  if (std::strcmp(v, "off") == 0 || std::strcmp(v, "0") == 0) return DeltaMode::kOff;
+  return DeltaMode::kAuto;
+}
+
+double DeltaThreshold(Scheme scheme) {
+  const double def = scheme == Scheme::kXor ? kThresholdXor : kThresholdRs;
+  const char* v = std::getenv("DLCKPT_DELTA_THRESHOLD");
+  if (v == nullptr) return def;
+  double t = std::strtod(v, nullptr);
+  return (t > 0 && t <= 1) ? t : def;
+}
+
+void PutDeltaInfo(protocol::Writer& w, const DeltaInfo& d) {
+  w.U8(d.have_delta ? 1 : 0);
+  w.U32(static_cast<uint32_t>(d.old_sizes.size()));
+  for (uint64_t s : d.old_sizes) w.U64(s);
+  w.U32(static_cast<uint32_t>(d.ranges.size()));
+  for (const auto& r : d.ranges) {
+    w.U64(r.offset);
+    w.U64(r.len);
+  }
+  w.U8(d.have_kept ? 1 : 0);
+  w.U8(d.scheme);
+  w.U32(d.k);
+  w.U32(static_cast<uint32_t>(d.kept_members.size()));
+  for (const auto& m : d.kept_members) protocol::PutMember(w, m);
+}
+
+Status GetDeltaInfo(protocol::Reader& r, DeltaInfo* d) {
+  uint8_t flag = 0;
+  uint32_t n = 0;
+  DLCKPT_RETURN_IF_ERROR(r.U8(&flag));
+  d->have_delta = flag != 0;
+  DLCKPT_RETURN_IF_ERROR(r.U32(&n));
+  if (n > (1u << 20)) return Status::Corruption("delta info: too many stores");
+  d->old_sizes.resize(n);
+  for (auto& s : d->old_sizes) DLCKPT_RETURN_IF_ERROR(r.U64(&s));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&n));
+  if (n > kMaxDeltaRanges) return Status::Corruption("delta info: too many ranges");
+  d->ranges.resize(n);
+  for (auto& x : d->ranges) {
+    DLCKPT_RETURN_IF_ERROR(r.U64(&x.offset));
+    DLCKPT_RETURN_IF_ERROR(r.U64(&x.len));
+  }
+  DLCKPT_RETURN_IF_ERROR(r.U8(&flag));
+  d->have_kept = flag != 0;
+  DLCKPT_RETURN_IF_ERROR(r.U8(&d->scheme));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&d->k));
+  DLCKPT_RETURN_IF_ERROR(r.U32(&n));
+  if (n > 256) return Status::Corruption("delta info: too many members");
+  d->kept_members.resize(n);
+  for (auto& m : d->kept_members) DLCKPT_RETURN_IF_ERROR(protocol::GetMember(r, &m));
+  return Status::OK();
+}
+
+DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::MemberRecord>& records,
+                    const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold) {
+  DeltaPlan plan;
+  for (const auto& d : g.data) {
+    uint64_t size = 0;
+    for (uint64_t s : records[static_cast<size_t>(d.codec_rank)].sizes) size += s;
+    plan.length = std::max(plan.length, size);
+  }
+  if (mode == DeltaMode::kOff) {
+    plan.why = "DLCKPT_DELTA=off";
+    return plan;
+  }
+  if (keep == 0) {
+    plan.why = "no acknowledged epoch to update";
+    return plan;
+  }
+  std::vector<std::vector<memfs::Store::ByteRange>> lists;
+  for (const auto& d : g.data) {
+    const DeltaInfo& inf = infos[static_cast<size_t>(d.codec_rank)];
+    const protocol::MemberRecord& rec = records[static_cast<size_t>(d.codec_rank)];
+    if (!inf.have_delta) {
+      plan.why = "node " + rec.node + " has no delta since epoch " + std::to_string(keep);
+      return plan;
+    }
+    lists.push_back(inf.ranges);
+  }
+  for (const auto& s : g.spares) {
+    const DeltaInfo& inf = infos[static_cast<size_t>(s.codec_rank)];
+    bool same = inf.have_kept && inf.scheme == (g.scheme() == Scheme::kXor ? 0 : 1) &&
+                inf.k == static_cast<uint32_t>(g.k()) && inf.kept_members.size() == g.data.size();
+    for (size_t i = 0; same && i < g.data.size(); ++i) {
+      const auto& km = inf.kept_members[i];
+      const auto& rec = records[static_cast<size_t>(g.data[i].codec_rank)];
+      const auto& old = infos[static_cast<size_t>(g.data[i].codec_rank)].old_sizes;
+      same = km.node == rec.node && km.ranks == rec.ranks && km.sizes == old;
+    }
+    if (!same) {
+      plan.why = "spare " + s.node + " holds no parity of epoch " + std::to_string(keep) +
+                 " for these members";
+      return plan;
+    }
+  }
+  plan.ranges = UnionRanges(lists, plan.length);
+  uint64_t packed = RangeBytes(plan.ranges);
+  plan.fraction = plan.length == 0 ? 0 : static_cast<double>(packed) / static_cast<double>(plan.length);
+  plan.use = mode == DeltaMode::kOn || plan.fraction <= threshold;
+  if (!plan.use) plan.why = "changed fraction above the threshold";
+  return plan;
+}
+
+}  // namespace internal
+
+internal::DeltaInfo Service::LocalDelta(uint64_t epoch, uint64_t keep) {
+  internal::DeltaInfo d;
+  delta_old_.clear();
+  delta_own_.clear();
+  if (keep == 0 || internal::DeltaModeFromEnv() == internal::DeltaMode::kOff) return d;
+  if (role_.kind == RoleKind::kData) {
+    std::vector<memfs::Store::ImageDelta> deltas;
+    for (int32_t rank : my_app_ranks_) {
+      Status err;
+      memfs::Store* s = CachedStore(rank, &err);
+      if (!s) return d;
+      auto delta = s->Delta(keep, epoch);
+      auto old = s->GetImage(keep);
+      if (!delta.ok() || !old.ok()) {
+        delta_old_.clear();
+        return d;
+      }
+      delta_old_.insert(delta_old_.end(), old->extents.begin(), old->extents.end());
+      d.old_sizes.push_back(delta->from_size);
+      deltas.push_back(std::move(*delta));
+    }
+    d.ranges = MemberDelta(deltas);
+    if (d.ranges.size() > internal::kMaxDeltaRanges) {
+      d.ranges.clear();
+      return d;
+    }
+    delta_own_ = d.ranges;
+    d.have_delta = true;
+  } else if (role_.kind == RoleKind::kSpare) {
+    const Group& g = layout_.groups[static_cast<size_t>(role_.group)];
+    protocol::ParityReport kept;
+    if (parity_.Kept(static_cast<uint32_t>(g.id), static_cast<uint32_t>(role_.index), keep, &kept).ok()) {
+      d.have_kept = true;
+      d.scheme = kept.scheme;
+      d.k = kept.k;
+      d.kept_members = kept.members;
+    }
+  }
+  return d;
+}
+
+Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal::DeltaPlan& plan,
+                         const protocol::ParityReport& info, uint64_t keep, const std::string& label,
+                         std::span<const Extent> new_image) {
+  auto map = std::make_shared<const PackedMap>(plan.ranges);
+  std::vector<Extent> input;
+  if (role_.kind == RoleKind::kData) {
+    if (!packer_) packer_ = std::make_unique<DeltaPacker>();
+    auto packed = packer_->Pack(delta_old_, new_image, plan.ranges, delta_own_);
+    input.push_back(Extent{packed.data(), packed.size()});
+  }
+  std::vector<std::span<const uint8_t>> kept(static_cast<size_t>(g.k()));
+  bool reuse = false;
+  std::vector<memfs::Store::ByteRange> stale;
+  uint64_t kept_length = 0;
+  if (role_.kind == RoleKind::kSpare) {
+    // Not found (it was there for the plan): Begin fails inside Run.
+    protocol::ParityReport kinfo;
+    const auto group = static_cast<uint32_t>(g.id), index = static_cast<uint32_t>(role_.index);
+    auto old = parity_.Kept(group, index, keep, &kinfo);
+    if (old.ok()) {
+      kept[static_cast<size_t>(role_.index)] = std::span<const uint8_t>(old->data, old->len);
+      kept_length = old->len;
+    }
+    // The other slot still holds the parity the kept one was updated from:
+    // only what that update changed, and the tail, differ (SlotHistory).
+    reuse = old.ok() && history_.valid && history_.epoch == keep && history_.length == old->len &&
+            parity_.OtherHolds(group, index, keep, history_.from);
+    if (reuse) {
+      uint64_t lo = std::min(history_.from_length, history_.length);
+      std::vector<std::vector<memfs::Store::ByteRange>> lists{
+          history_.ranges, {memfs::Store::ByteRange{lo, plan.length > lo ? plan.length - lo : 0}}};
+      stale = UnionRanges(lists, plan.length);
+    }
+  }
+  history_.valid = false;
+  DeltaParitySink sink(
+      map, plan.length, std::move(kept),
+      [&](int output, uint64_t length, bool* reused) {
+        protocol::ParityReport want = info;
+        want.index = static_cast<uint32_t>(output);
+        auto dst = parity_.Prepare(want, length, keep);
+        *reused = reuse && dst.ok() && !parity_.last_prepare_fresh();
+        return dst;
+      },
+      reuse ? &stale : nullptr);
+  // The copy of the unchanged parity overlaps the data nodes' packing. An
+  // error here comes back from Begin inside Run, which every rank must enter.
+  if (role_.kind == RoleKind::kSpare) (void)sink.PrepareAhead(role_.index);
+  DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(EncodeSpec(code, label), input, &sink));
+  (void)stats;
+  if (role_.kind == RoleKind::kSpare) {
+    history_ = SlotHistory{true, info.epoch, keep, plan.length, kept_length, plan.ranges};
+  }
+  if (getenv("DLCKPT_CODEC_TRACE") && role_.kind == RoleKind::kSpare) {
+    Log(label + ": copied " + std::to_string(sink.copied_bytes()) + " unchanged parity bytes in " +
+        internal::Fixed(sink.copy_seconds()) + " s" + (reuse ? " (slot reused)" : ""));
+  }
+  return Status::OK();
+}
+
+}  // namespace dlckpt::codec

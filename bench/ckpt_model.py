@@ -200,10 +200,13 @@ def aggregate(runs):
         groups.setdefault((run["config"], run["mib"]), []).append(run)
     rows = []
     for (config, mib), rs in groups.items():
-        its = []
+        its, cold = [], []
         for run in rs:
             for line in run.get("iterations", []):
                 f = line.split()
+                if "warmup" in f and f[1] == "0":
+                    # The run's first checkpoint: into blocks never written before.
+                    cold.append(float(dict(zip(f[2::2], f[3::2]))["total"]))
                 if "warmup" in f or "after-restart" in f:
                     continue
                 v = dict(zip(f[2::2], f[3::2]))
@@ -218,6 +221,9 @@ def aggregate(runs):
         r["overhead"] = median([max(0.0, i["ckpt"] - i["encode"]) for i in its])
         r["total"] = median([i["total"] for i in its])
         r["spread_pct"] = 100 * (max(i["total"] for i in its) - min(i["total"] for i in its)) / r["total"]
+        # Cold (a run's first checkpoint) apart from warm (the measured ones).
+        r["cold_total"] = median(cold) if cold else float("nan")
+        r["cold_over_warm"] = r["cold_total"] / r["total"] if cold else float("nan")
         r["throughput_gbs"] = r["m"] * r["groups"] * mib * MIB / r["total"] / GB
         r["loadavg"] = sum(x["loadavg"] for x in rs) / len(rs)
         rows.append(r)
@@ -449,7 +455,7 @@ def main():
 
     # ---- files
     cols = ["config", "m", "n", "groups", "ranks", "spares", "mib", "iters", "write", "encode", "overhead",
-            "total", "throughput_gbs", "loadavg", "write_vs_memcpy", "encode_over_isal", "orig_encode_s",
+            "total", "cold_total", "cold_over_warm", "throughput_gbs", "loadavg", "write_vs_memcpy", "encode_over_isal", "orig_encode_s",
             "encode_speedup_vs_mpi_reduce", "tmpfs_s", "ckpt_speedup_vs_tmpfs", "disk_s",
             "ckpt_speedup_vs_disk_fsync", "glusterfs_s", "ckpt_speedup_vs_glusterfs", "pred_write",
             "pred_encode", "pred_overhead", "pred_total",
@@ -515,10 +521,12 @@ def main():
     trs = []
     for r in sorted(rows, key=lambda r: (r["mib"], r["n"], r["groups"], r["m"])):
         trs.append([r["config"], str(r["ranks"]), "%d MiB" % r["mib"], "%.3f" % r["write"], "%.3f" % r["encode"],
-                    "%.3f" % r["overhead"], "%.3f" % r["total"], "%.0f %%" % r["spread_pct"],
+                    "%.3f" % r["overhead"], "%.3f" % r["total"],
+                    "%.3f (%.1fx)" % (r["cold_total"], r["cold_over_warm"]), "%.0f %%" % r["spread_pct"],
                     "%.2f GB/s" % r["throughput_gbs"], "%.3f (%+.0f %%)" % (r["pred_total"], r["pred_error_pct"]),
                     "%.3f (%+.0f %%)" % (r["pred_fused_total"], r["pred_fused_error_pct"])])
-    md.append(table(["m:n", "ranks", "per rank", "write", "encode", "overhead", "total", "spread", "throughput",
+    md.append(table(["m:n", "ranks", "per rank", "write", "encode", "overhead", "total (warm)",
+                     "first checkpoint (cold, x warm)", "spread", "throughput",
                      "thesis model", "fused model"], trs))
     md.append("")
     md.append("Ratios to the baselines of the same run (write: share of memcpy bandwidth on min(ranks, cores) "

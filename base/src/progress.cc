@@ -67,6 +67,11 @@ void Progress::Update(uint64_t done) {
   printed_ = true;
 }
 
+void Progress::Done(uint64_t done) {
+  done_ = done;
+  Done();
+}
+
 void Progress::Done() {
   if (finished_) return;
   finished_ = true;

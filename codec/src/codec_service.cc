@@ -45,6 +45,21 @@ double Now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
+ReduceTransport::ProgressFn ProgressEvents(std::string event) {
+  const char* a = std::getenv("DLCKPT_PROGRESS_AFTER");
+  const double after = a != nullptr && *a != '\0' ? std::strtod(a, nullptr) : 2.0;
+  const double start = Now();
+  double last = -1;
+  return [event = std::move(event), after, start, last](uint64_t done, uint64_t total) mutable {
+    const double now = Now();
+    if (now - start < after || (last >= 0 && now - last < 1.0)) return;
+    last = now;
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.3f", now - start);
+    events::Emit("codec", event + " " + std::to_string(done) + " " + std::to_string(total) + " " + secs);
+  };
+}
+
 std::string Fixed(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.3f", v);

@@ -171,6 +171,23 @@ Status ReduceTransport::Impl::Loop(const ReduceSpec& spec, OutputSink* sink, Red
     bool progress = false;
     for (int ri = 0; ri < static_cast<int>(rings_.size()); ++ri)
       DLCKPT_RETURN_IF_ERROR(Step(spec, ri, sink, stats, &progress));
+    if (progress_ && stats->length > 0) {
+      const double now = NowSeconds();
+      if (now - last_progress_ >= 0.25) {
+        last_progress_ = now;
+        uint64_t done = 0, total = 0;
+        for (const Ring& r : rings_) {
+          done += r.next_item + r.next_recv;
+          total += r.items.size() + r.recv_items.size();
+          if (!r.owner) continue;
+          for (size_t q = 0; q < r.owner_msgs.size() && q < r.owner_next.size(); ++q) {
+            done += r.owner_next[q] - static_cast<size_t>(r.owner_outstanding[q]);  // received
+            total += r.owner_msgs[q].size();
+          }
+        }
+        if (total > 0) progress_(stats->length / total * done + stats->length % total * done / total, stats->length);
+      }
+    }
 
     if (!reqs_.empty()) {
       int count = 0;

@@ -260,6 +260,8 @@ Result<ReduceStats> ReduceTransport::Run(const ReduceSpec& spec, std::span<const
   return impl_->Run(spec, input, sink);
 }
 
+void ReduceTransport::set_progress(ProgressFn fn) { impl_->set_progress(std::move(fn)); }
+
 ReduceSpec EncodeSpec(const ErasureCode& code, std::string label) {
   ReduceSpec spec;
   spec.label = std::move(label);

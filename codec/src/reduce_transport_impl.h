@@ -102,6 +102,7 @@ class ReduceTransport::Impl {
       : comm_(comm), rank_(rank), size_(size), options_(options) {}
 
   Result<ReduceStats> Run(const ReduceSpec& spec, std::span<const Extent> input, OutputSink* sink);
+  void set_progress(ReduceTransport::ProgressFn fn) { progress_ = std::move(fn); }
 
  private:
   // Where an owned output's bytes go.
@@ -207,6 +208,8 @@ class ReduceTransport::Impl {
   MPI_Comm comm_;
   int rank_, size_;
   Options options_;
+  ReduceTransport::ProgressFn progress_;  // see ReduceTransport::set_progress
+  double last_progress_ = 0;
   bool broken_ = false;
   std::string where_;
   std::vector<std::unique_ptr<internal::Region>> regions_;  // 2 per ring: member, owner buffers

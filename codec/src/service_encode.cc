@@ -39,7 +39,10 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   done.epoch = epoch;
   if (rank_ == 0) events::Emit("codec", "encode-begin " + std::to_string(epoch));
   if (double hold = EncodeHold(epoch); hold > 0) Sleep(hold);
+  // Rank 0 (data node 0, in group 0) reports a long encode.
+  if (rank_ == 0 && group_transport_) group_transport_->set_progress(internal::ProgressEvents("encode-progress " + std::to_string(epoch)));
   auto finish = [&](const Status& s) {
+    if (rank_ == 0 && group_transport_) group_transport_->set_progress(nullptr);
     done.code = s.code();
     done.message = s.ok() ? "" : s.message();
     done.seconds = Now() - t0;

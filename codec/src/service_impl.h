@@ -46,6 +46,11 @@ enum Command : uint32_t {
 
 // Monotonic seconds.
 double Now();
+// Progress of a long encode or rebuild as events "<event> DONE TOTAL SECONDS"
+// (bytes of the padded length, seconds since it began; dlckpt-run shows them): nothing for the first
+// $DLCKPT_PROGRESS_AFTER seconds (default 2), then at most one a second.
+// `event` is e.g. "encode-progress 7" or "rebuild-progress 7 vn4".
+ReduceTransport::ProgressFn ProgressEvents(std::string event);
 // `v` with three decimals.
 std::string Fixed(double v);
 // The rank of store `name` when it is a store of (job, node), else -1.

@@ -237,7 +237,12 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
       t.offset += len;  // zero padding past the member's image
       return Status::OK();
     });
+    // Each node that rebuilds reports a long rebuild.
+    if (!outs.empty()) {
+      world_transport_->set_progress(internal::ProgressEvents("rebuild-progress " + std::to_string(e) + " " + cfg_.node));
+    }
     auto stats = world_transport_->Run(*spec, input, outs.empty() ? nullptr : &sink);
+    world_transport_->set_progress(nullptr);
     Status result = stats.status();
     if (result.ok()) {
       for (auto& [w, t] : outs) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dlckpt/base/events.h"
+#include "dlckpt/base/progress.h"
 #include "dlckpt/codec/client.h"
 #include "dlckpt/codec/heartbeat.h"
 #include "dlckpt/codec/protocol.h"
@@ -170,6 +171,11 @@ class Supervisor {
   std::set<uint64_t> drained_;       // epochs published as complete drains
   int drains_skipped_ = 0, drains_failed_ = 0;
   std::string halt_note_;            // what HaltDrain achieved, for the summary
+  // Long encodes and rebuilds the codec reports ("encode-progress E", "rebuild-progress E NODE").
+  // Per key: the total, and the reporter (its clock: progress_seconds_, the
+  // codec's elapsed time in the newest such event).
+  std::map<std::string, std::pair<uint64_t, std::unique_ptr<Progress>>> progress_;
+  double progress_seconds_ = 0;
 };
 
 }  // namespace dlckpt::run

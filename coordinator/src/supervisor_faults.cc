@@ -27,6 +27,40 @@ void Supervisor::HandleEvent(const events::Event& e) {
   }
   uint64_t epoch = e.args.empty() ? 0 : std::strtoull(e.args[0].c_str(), nullptr, 10);
   HandleDrainEvent(e);
+  // Progress of a long encode or rebuild (the codec reports it after 2 s).
+  // "encode-progress E DONE TOTAL SECONDS", "rebuild-progress E NODE DONE TOTAL SECONDS".
+  if (e.source == "codec" && (e.name == "encode-progress" || e.name == "rebuild-progress") && e.args.size() >= 4) {
+    const bool rebuild = e.name == "rebuild-progress" && e.args.size() >= 5;
+    const std::string key = e.name + " " + e.args[0] + (rebuild ? " " + e.args[1] : "");
+    const size_t n = e.args.size();
+    const uint64_t done = std::strtoull(e.args[n - 3].c_str(), nullptr, 10);
+    const uint64_t total = std::strtoull(e.args[n - 2].c_str(), nullptr, 10);
+    progress_seconds_ = std::strtod(e.args[n - 1].c_str(), nullptr);
+    auto& p = progress_[key].second;
+    progress_[key].first = total;
+    if (!p) {
+      const std::string what = rebuild ? "dlckpt-run: rebuild of epoch " + e.args[0] + " on " + e.args[1]
+                                       : "dlckpt-run: encode of epoch " + e.args[0];
+      // The codec's own clock, so that the rate is its rate.
+      p = std::make_unique<Progress>(what, total, stderr,
+                                     Progress::Options{0.0, 2.0, -1, [this] { return progress_seconds_; }});
+    }
+    p->Update(done);
+  }
+  // The end: a last line with the total when it succeeded.
+  auto finish = [&](const std::string& prefix) {
+    const bool ok = e.args.size() >= 2 && e.args[1] == "0";
+    for (auto it = progress_.begin(); it != progress_.end();) {
+      if (it->first.rfind(prefix, 0) != 0) {
+        ++it;
+        continue;
+      }
+      if (ok) it->second.second->Done(it->second.first);
+      it = progress_.erase(it);
+    }
+  };
+  if (e.source == "codec" && e.name == "encode-end" && !e.args.empty()) finish("encode-progress " + e.args[0]);
+  if (e.source == "codec" && e.name == "recover-end") finish("rebuild-progress");
   if (e.source == "app" && e.name == "init") {
     restore_dir_.clear();  // later relaunches resume from the stores
     app_initialised_ = true;

@@ -8,6 +8,9 @@
 #              no recovery;
 #   notdone    --at checkpoint:99 on a shorter run: the summary names the kill
 #              that never happened; a planned kill explains Hydra's banner.
+#   progress   (item 12) encodes and a rebuild report their progress
+#              (DLCKPT_PROGRESS_AFTER=0 instead of 2 s, so that short ones do):
+#              one line per step, ending with the whole length.
 #
 # usage: dlckpt_run_diagnose_test.sh BIN_DIR TEST_BIN_DIR SCENARIO
 set -uo pipefail
@@ -84,6 +87,14 @@ config)
   rm -f "$conf"
   [ $rc = 2 ] || fail "an unknown option in the file: exit $rc, expected 2"
   grep -q "configuration file $conf: unknown option --bogus" "$out" || fail "the error does not name the file"
+  ;;
+progress)
+  DLCKPT_PROGRESS_AFTER=0 run --nodes 4 --spares 2 --group-size 2 --kill-node vn1 --at checkpoint:2 -- \
+    "$bin/heat2d-dlckpt" --nx 512 --ny 512 --iters 20 --ckpt-every 5 || fail "exit $?"
+  grep -qE "^dlckpt-run: encode of epoch 1: [0-9.]+ MiB of [0-9.]+ MiB" "$out" || fail "no progress of encode 1"
+  grep -qE "^dlckpt-run: encode of epoch 1: ([0-9.]+) MiB of \1 MiB, .*done in" "$out" || fail "encode 1 does not end whole"
+  grep -qE "^dlckpt-run: rebuild of epoch 2 on vn[45]: ([0-9.]+) MiB of \1 MiB, .*done in" "$out" ||
+    fail "no progress of the rebuild"
   ;;
 *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac

@@ -26,7 +26,9 @@ class Progress {
     double after = 2.0;   // seconds of silence first
     double every = 2.0;   // seconds between lines when `out` is not a terminal
     int tty = -1;         // 1 / 0: force terminal / line mode; -1: isatty(out)
-    std::function<double()> now;  // seconds; default: the monotonic clock
+    // Seconds; default: the monotonic clock. A reporter relaying another
+    // process's progress returns that process's elapsed time instead.
+    std::function<double()> now;
   };
   // `what` starts every line ("dlckpt: draining epoch 6"); `total` bytes, 0 if unknown.
   Progress(std::string what, uint64_t total, std::FILE* out = stderr);
@@ -37,6 +39,8 @@ class Progress {
 
   void Update(uint64_t done);
   void Done();
+  // Done, with the final count (e.g. the total once the work succeeded).
+  void Done(uint64_t done);
   // The line that Update would print now, for tests and custom sinks.
   std::string Line(uint64_t done, double elapsed) const;
   bool printed() const { return printed_; }

@@ -171,6 +171,13 @@ class ReduceTransport final {
   Result<ReduceStats> Run(const ReduceSpec& spec, std::span<const Extent> input,
                           OutputSink* sink);
 
+  // Called on this rank during every Run, at most every 0.25 s, with an
+  // estimate of its work done as bytes of the padded output length L (from
+  // the pipeline steps handled) and L. Runs on the calling thread inside
+  // Run; must not call into the transport. Null: none.
+  using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+  void set_progress(ProgressFn fn);
+
   class Impl;
 
  private:

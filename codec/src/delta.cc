@@ -15,31 +15,9 @@ namespace {
 
 constexpr size_t kMaxIsalLen = size_t{1} << 30;
 
-// Walks an extent list by increasing offset; bytes past its end read as zero
-// (a null pointer with an unbounded run).
-class Cursor {
- public:
-  explicit Cursor(std::span<const Extent> ex) : ex_(ex) {}
-  const uint8_t* At(uint64_t x, uint64_t* run) {
-    while (i_ < ex_.size() && start_ + ex_[i_].len <= x) {
-      start_ += ex_[i_].len;
-      ++i_;
-    }
-    if (i_ == ex_.size()) {
-      *run = ~uint64_t{0};
-      return nullptr;
-    }
-    *run = start_ + ex_[i_].len - x;
-    return ex_[i_].data + (x - start_);
-  }
+// Bytes past an image's end read as zero (ExtentCursor gives null there).
+using Cursor = ExtentCursor;
 
- private:
-  std::span<const Extent> ex_;
-  size_t i_ = 0;
-  uint64_t start_ = 0;
-};
-
-// out[0..n) = old[x..x+n) xor new[x..x+n).
 void XorImages(Cursor& a, Cursor& b, uint64_t x, uint64_t n, uint8_t* out) {
   while (n > 0) {
     uint64_t ra = 0, rb = 0;

@@ -40,30 +40,7 @@ void AddRange(std::vector<Store::ByteRange>* out, uint64_t lo, uint64_t hi) {
   out->push_back(Store::ByteRange{lo, hi - lo});
 }
 
-// Walks an extent list by increasing offset.
-class Cursor {
- public:
-  explicit Cursor(const std::vector<Extent>& ex) : ex_(ex) {}
-  // The address of image byte `x` and how many bytes follow it contiguously
-  // (0 if x is past the end). x never decreases between calls.
-  const uint8_t* At(uint64_t x, uint64_t* run) {
-    while (i_ < ex_.size() && start_ + ex_[i_].len <= x) {
-      start_ += ex_[i_].len;
-      ++i_;
-    }
-    if (i_ == ex_.size()) {
-      *run = 0;
-      return nullptr;
-    }
-    *run = start_ + ex_[i_].len - x;
-    return ex_[i_].data + (x - start_);
-  }
-
- private:
-  const std::vector<Extent>& ex_;
-  size_t i_ = 0;
-  uint64_t start_ = 0;
-};
+using Cursor = ExtentCursor;
 
 // The image's metadata bytes (header, file table, chunk table), copied.
 std::vector<uint8_t> Metadata(const Image& img) {
@@ -133,7 +110,7 @@ Store::ImageDelta Store::Diff(const Image& from, const Image& to) {
     uint64_t ra = 0, rb = 0;
     const uint8_t* pa = ca.At(x, &ra);
     const uint8_t* pb = cb.At(x, &rb);
-    if (ra == 0 || rb == 0) break;
+    if (pa == nullptr || pb == nullptr) break;
     uint64_t n = std::min({ra, rb, common - x});
     if (pa != pb) AddRange(&d.ranges, x, x + n);
     x += n;

@@ -1,0 +1,101 @@
+// The end of a run of the supervisor: the summary (checkpoints, drains,
+// kills, recoveries and the time of each recovery phase) and the cleanup of
+// stores and the run directory. Every end of a run that launched anything
+// goes through Finish, so the summary names the status the process exits
+// with. Thread safety: the supervisor's thread only.
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "dlckpt/base/env.h"
+#include "dlckpt/base/names.h"
+#include "supervisor.h"
+#include "text.h"
+
+namespace dlckpt::run {
+
+namespace fs = std::filesystem;
+
+void Supervisor::Cleanup(int exit_code) {
+  if (exit_code != 0 && !o_.verbose && !Terminating()) {
+    // The codec's own words, before its log goes with the run directory.
+    auto log = Env::Default()->ReadFile(codec_log_);
+    if (log.ok() && !log->empty()) {
+      std::vector<std::string> lines;
+      std::istringstream is(*log);
+      for (std::string l; std::getline(is, l);) {
+        if (l.find("dlckpt-codec") != std::string::npos) lines.push_back(l);
+      }
+      size_t from = lines.size() > 12 ? lines.size() - 12 : 0;
+      if (from < lines.size()) Log("last codec messages (" + codec_log_ + "):");
+      for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "  %s\n", lines[i].c_str());
+    }
+  }
+  if (o_.keep) {
+    Log("keeping stores and " + run_dir_ + " (--keep)");
+    return;
+  }
+  if (o_.hosts.empty()) {
+    auto names = Env::Default()->ListShm(JobPrefix(o_.job));
+    if (names.ok()) {
+      for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
+    }
+  }
+  // The lock file goes with the directory; the lock itself holds until exit.
+  std::error_code ec;
+  fs::remove_all(run_dir_, ec);
+}
+
+void Supervisor::PrintSummary(int exit_code, const std::string& note) {
+  std::ostringstream os;
+  os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << (note.empty() ? "" : " (" + note + ")")
+     << "; " << checkpoints_
+     << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "");
+  // Asynchronous encode (chosen here or by the application through the API):
+  // an epoch is committed first, protected later.
+  if (o_.encode == "async" || committed_ != checkpoints_ || backpressure_s_ > 0) {
+    os << "; async encode: " << committed_ << " committed, " << checkpoints_ << " protected"
+       << (last_epoch_ ? " (newest protected epoch " + std::to_string(last_epoch_) + ")" : "") << ", waited "
+       << Fixed(backpressure_s_, 3) << " s for earlier encodes";
+  }
+  if (!o_.persist.empty()) {
+    std::vector<std::string> d;
+    for (uint64_t e : drained_) d.push_back(std::to_string(e));
+    os << "; drained to " << o_.persist << ": " << (d.empty() ? "none" : "epoch(s) " + Join(d, ", "));
+    if (drains_skipped_ > 0) os << ", " << drains_skipped_ << " skipped (previous drain still running)";
+    if (drains_failed_ > 0) os << ", " << drains_failed_ << " rank drain(s) failed";
+  }
+  os
+     << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
+  for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
+  for (size_t i = 0; i < o_.kills.size() && i < kill_done_.size(); ++i) {
+    if (kill_done_[i]) continue;
+    const KillSpec& k = o_.kills[i];
+    os << "dlckpt-run:   not done: " << (k.ranks ? "--crash-rank " : k.poweroff ? "--poweroff-node " : "--kill-node ")
+       << Join(k.nodes, ",") << " --at " << k.text << " (the run ended before that happened)\n";
+  }
+  for (size_t i = 0; i < recoveries_.size(); ++i) {
+    const auto& r = recoveries_[i];
+    double total = r.detection + r.teardown + r.survey + r.rebuild + r.relaunch;
+    os << "dlckpt-run:   recovery " << i + 1 << ": " << r.what << "\n"
+       << "dlckpt-run:     detection " << Fixed(r.detection) << " s, teardown " << Fixed(r.teardown)
+       << " s, survey " << Fixed(r.survey) << " s, rebuild " << Fixed(r.rebuild) << " s, relaunch " << Fixed(r.relaunch)
+       << " s: application running again " << Fixed(total) << " s after the failure\n";
+  }
+  if (!recoveries_.empty()) {
+    const auto& r = recoveries_.back();
+    double total = r.detection + r.teardown + r.survey + r.rebuild + r.relaunch;
+    os << "METRIC recovery_seconds " << Fixed(total, 3) << " s target <= 10 (detection "
+       << Fixed(r.detection, 3) << ", teardown " << Fixed(r.teardown, 3) << ", survey " << Fixed(r.survey, 3)
+       << ", rebuild " << Fixed(r.rebuild, 3) << ", relaunch " << Fixed(r.relaunch, 3) << ")\n";
+  }
+  std::fputs(os.str().c_str(), stderr);
+}
+
+int Supervisor::Finish(int exit_code, const std::string& note) {
+  PrintSummary(exit_code, note);
+  Cleanup(exit_code);
+  return exit_code;
+}
+
+}  // namespace dlckpt::run

@@ -85,6 +85,7 @@ struct Args {
   int after_restart = 1;
   int compute_ms = 0;
   int idle_ms = 0;
+  int setup_ms = 0;
   std::string dir = "/dlckpt/ckpt_study";
   bool report_cold = false;
 };
@@ -92,13 +93,15 @@ struct Args {
 const char kUsage[] =
     "usage: dlckpt-run [...] -- dlckpt-bench-ckpt [--mib M] [--iters I] [--warmup W]\n"
     "         [--record BYTES] [--after-restart K] [--compute-ms C] [--idle-ms S]\n"
-    "         [--dir /dlckpt/...] [--report-cold]\n"
+    "         [--setup-ms S] [--dir /dlckpt/...] [--report-cold]\n"
     "  Each rank checkpoints M MiB (default 64) through fwrite into memfs and\n"
     "  dlckpt_checkpoint(), W (default 1) + I (default 3) times; prints ITER lines\n"
     "  and a RESULT line of medians. After a recovery: reloads, K (default 1) more.\n"
     "  --compute-ms C: each rank computes C ms (CPU-bound, untimed) after every\n"
     "  checkpoint, the time an asynchronous encode has to finish; --idle-ms S:\n"
     "  each rank sleeps S ms instead (a compute phase on other cores).\n"
+    "  --setup-ms S: each rank sleeps S ms between dlckpt_init and the first\n"
+    "  checkpoint (an application's setup; the codec warms up meanwhile).\n"
     "  --report-cold: also INIT, COLD and METRIC lines comparing checkpoint 1\n"
     "  with checkpoint 10 (warm-up included; use --warmup 0 --iters 10).\n";
 
@@ -133,6 +136,7 @@ bool Parse(int argc, char** argv, Args* a) {
     else if (f == "--after-restart") a->after_restart = static_cast<int>(n);
     else if (f == "--compute-ms" && n <= 3600000) a->compute_ms = static_cast<int>(n);
     else if (f == "--idle-ms" && n <= 3600000) a->idle_ms = static_cast<int>(n);
+    else if (f == "--setup-ms" && n <= 3600000) a->setup_ms = static_cast<int>(n);
     else {
       if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: bad option %s %s\n", f.c_str(), v.c_str());
       return false;
@@ -220,6 +224,10 @@ int main(int argc, char** argv) {
   char path[512];
   std::snprintf(path, sizeof path, "%s/rank%d.ckpt", a.dir.c_str(), g_rank);
   EncodeClock clock;
+  if (a.setup_ms > 0) {
+    struct timespec ts = {a.setup_ms / 1000, static_cast<long>(a.setup_ms % 1000) * 1000000L};
+    nanosleep(&ts, nullptr);
+  }
 
   int todo = a.warmup + a.iters;
   bool restarted = dlckpt_restarted_epoch() > 0;

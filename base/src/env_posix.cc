@@ -32,6 +32,23 @@ Status MappedShm::TryLockExclusive() {
   return Status::OK();
 }
 
+Status MappedShm::Shrink(size_t new_size) {
+  if (new_size == 0 || new_size > size_) {
+    return Status::InvalidArgument("shrink " + name_ + " from " + std::to_string(size_) + " to " +
+                                   std::to_string(new_size) + " bytes");
+  }
+  if (new_size == size_) return Status::OK();
+  // Unmap the tail first: no access can reach a page beyond the new end.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t keep = (new_size + page - 1) / page * page;
+  if (keep < size_ && munmap(static_cast<uint8_t*>(addr_) + keep, size_ - keep) != 0) {
+    return Status::FromErrno(errno, "munmap tail of " + name_);
+  }
+  size_ = new_size;
+  if (ftruncate(fd_, static_cast<off_t>(new_size)) != 0) return Status::FromErrno(errno, "ftruncate " + name_);
+  return Status::OK();
+}
+
 namespace {
 
 class PosixEnv final : public Env {};

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <string>
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "dlckpt/base/env.h"
@@ -66,6 +68,33 @@ TEST_F(EnvShmTest, CreatesMode0600WhateverTheUmask) {
     auto again = Env::Default()->OpenShm(name_, writable);
     EXPECT_TRUE(again.ok()) << again.status().ToString();
   }
+}
+
+TEST_F(EnvShmTest, ShrinkKeepsTheFrontAndFreesTheTail) {
+  auto created = Env::Default()->CreateShm(name_, 64 * 4096, true);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  MappedShm& m = **created;
+  std::memset(m.data(), 0x5a, m.size());
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, 64u * 4096);
+  ASSERT_TRUE(m.Shrink(4 * 4096 + 100).ok());
+  EXPECT_EQ(m.size(), 4u * 4096 + 100);
+  EXPECT_EQ(m.data()[0], 0x5a);
+  EXPECT_EQ(m.data()[4 * 4096 + 99], 0x5a);
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 4 * 4096 + 100);
+  EXPECT_LE(static_cast<uint64_t>(st.st_blocks) * 512, 5u * 4096);  // the tail's memory is freed
+  // Growing, or to nothing, is refused and changes nothing.
+  EXPECT_EQ(m.Shrink(8 * 4096).code(), EINVAL);
+  EXPECT_EQ(m.Shrink(0).code(), EINVAL);
+  EXPECT_EQ(m.size(), 4u * 4096 + 100);
+  // Reopened, the object is the shorter one.
+  created->reset();
+  auto again = Env::Default()->OpenShm(name_, false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->size(), 4u * 4096 + 100);
+  EXPECT_EQ((*again)->data()[4 * 4096], 0x5a);
 }
 
 TEST_F(EnvShmTest, RefusesAnObjectOfAnotherUid) {

@@ -244,11 +244,13 @@ Status Service::Hello(const protocol::Hello& h) {
     }
   }
   DLCKPT_RETURN_IF_ERROR(c_->Agree(mine, "forming groups"));
+  DLCKPT_ASSIGN_OR_RETURN(uint64_t slot_bytes, GroupBound());
   have_layout_ = true;
   // A node that is no longer a spare drops the parity of earlier layouts once
   // this layout's first encode has completed everywhere (see Encode).
   drop_old_parity_ = role_.kind == RoleKind::kData;
   if (rank_ == 0) Log("groups: " + DescribeLayout(layout_));
+  if (serving_) StartWarmup(slot_bytes);
   return Status::OK();
 }
 
@@ -343,6 +345,7 @@ void Service::Shutdown() {
 
 Result<std::string> Service::Execute(uint32_t cmd, const std::string& payload,
                                      protocol::MsgType* reply_type) {
+  FinishWarmup();
   switch (cmd) {
     case kCmdHello: {
       DLCKPT_ASSIGN_OR_RETURN(protocol::Hello h, protocol::DecodeHello(payload));
@@ -479,6 +482,7 @@ void Service::HandleRequest(protocol::FrameServer::Request& q) {
 }
 
 Status Service::Serve() {
+  serving_ = true;
   if (rank_ != 0) {
     for (;;) {
       uint32_t cmd = 0;

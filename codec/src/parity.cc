@@ -15,6 +15,8 @@ constexpr char kMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', 'P', '1'};
 constexpr uint64_t kPage = 4096;
 // Header: magic[8], u32 body length, u32 CRC32C of the body, body.
 constexpr uint64_t kPrefix = 16;
+// A slot larger than twice what an epoch needs plus this is shrunk.
+constexpr uint64_t kSlack = uint64_t{64} << 20;
 
 std::string EncodeInfo(const protocol::ParityReport& p, uint64_t length) {
   protocol::Writer w;
@@ -76,6 +78,7 @@ std::vector<protocol::ParityReport> ParitySlots::Scan(std::vector<std::string>* 
     // The mapping stays: only this process writes its node's slots.
     Status st = Load(s, &slots_[s]);
     if (st.ok()) {
+      if (slots_[s].info.epoch == 0) continue;  // reserved (Reserve): no parity yet
       out.push_back(slots_[s].info);
     } else if (st.code() != ENOENT && warn) {
       warn->push_back(st.ToString());
@@ -133,12 +136,18 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   want.name = SlotName(target);
   uint64_t header = HeaderBytesFor(EncodeInfo(want, length).size());
   uint64_t need = header + length;
-  if (!m.shm || m.shm->size() < need || m.shm->size() > 2 * need + (64u << 20)) {
+  // Room to grow a little without recreating the slot every epoch.
+  const uint64_t room = std::max((length + length / 16 + kPage - 1) / kPage * kPage, kPage);
+  if (m.shm && m.shm->size() > 2 * need + kSlack) {
+    // Far larger than needed (a reservation sized from the stores' capacity,
+    // or an epoch that shrank): give the tail back, keep the pages in front,
+    // which are already written once.
+    if (!m.shm->Shrink(header + room).ok()) m.shm.reset();
+  }
+  if (!m.shm || m.shm->size() < need) {
     m.shm.reset();
     Status removed = env_->UnlinkShm(SlotName(target));
-    // Room to grow a little without recreating the slot every epoch.
-    uint64_t room = (length + length / 16 + kPage - 1) / kPage * kPage;
-    auto made = env_->CreateShm(SlotName(target), header + std::max(room, kPage), true);
+    auto made = env_->CreateShm(SlotName(target), header + room, true);
     if (!made.ok()) {
       // An object this uid may not remove holds the name (another user's, in
       // the sticky /dev/shm): say whose, rather than just EEXIST.
@@ -164,6 +173,37 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   m.valid = true;
   prepared_ = target;
   return m.shm->data() + header;
+}
+
+Status ParitySlots::Reserve(const protocol::ParityReport& shape, uint64_t length) {
+  protocol::ParityReport want = shape;
+  want.epoch = 0;
+  want.complete = false;
+  for (int s = 0; s < 2; ++s) {
+    Mapped& m = slots_[s];
+    (void)Load(s, &m);
+    want.name = SlotName(s);
+    const uint64_t header = HeaderBytesFor(EncodeInfo(want, length).size());
+    const uint64_t size = header + std::max((length + kPage - 1) / kPage * kPage, kPage);
+    if (m.valid && m.info.complete) continue;  // may be the parity a recovery needs
+    if (m.shm && m.shm->size() >= size) continue;
+    m.shm.reset();
+    m.valid = false;
+    Status removed = env_->UnlinkShm(SlotName(s));
+    auto made = env_->CreateShm(SlotName(s), size, true);
+    if (!made.ok()) {
+      return made.status().code() == EEXIST && !removed.ok() ? removed : made.status();
+    }
+    m.shm = std::move(made).value();
+    if (memfs::PretouchEnabled()) memfs::PretouchPages(m.shm->data() + header, m.shm->size() - header);
+    // A valid, incomplete header: survey and rebuild ignore the slot, Prepare writes it.
+    m.info = want;
+    m.header_bytes = header;
+    m.length = 0;
+    DLCKPT_RETURN_IF_ERROR(WriteHeader(&m));
+    m.valid = true;
+  }
+  return Status::OK();
 }
 
 Status ParitySlots::Complete() {

@@ -8,11 +8,12 @@
 // the parity bytes. Writing a new parity: Prepare() picks the slot that does
 // not hold the newest complete parity, marks it incomplete, returns the data
 // area; Complete() marks it complete. A crash in between leaves an incomplete
-// slot, which survey and rebuild ignore. Slots are pre-faulted and reused
-// while large enough, and stay mapped between epochs (only this object
-// writes its node's slots, so no page is faulted twice). A fresh slot's data
-// pages are pre-touched ($DLCKPT_PRETOUCH, dlckpt/memfs/memfs.h). Not
-// thread-safe; one ParitySlots per codec process.
+// slot, which survey and rebuild ignore. Slots are pre-faulted, reused
+// while large enough, shrunk in place when far larger than needed, and stay
+// mapped between epochs (only this object writes its node's slots, so no
+// page is faulted twice). A fresh slot's data pages are pre-touched
+// ($DLCKPT_PRETOUCH, dlckpt/memfs/memfs.h); Reserve does both before the
+// first encode. Not thread-safe; one ParitySlots per codec process.
 //
 // Ownership: a slot is adopted only if this uid created it with mode 0600
 // (Env::OpenShm); another object under a slot's name is reported by Scan,
@@ -39,7 +40,8 @@ class ParitySlots {
 
   std::string SlotName(int slot) const;
 
-  // The valid parity objects of this node (complete or not), for a survey.
+  // The valid parity objects of this node (complete or not; not a slot
+  // Reserve made that no Prepare has written yet), for a survey.
   // Damaged headers are skipped (logged through `warn`).
   std::vector<protocol::ParityReport> Scan(std::vector<std::string>* warn);
 
@@ -49,6 +51,14 @@ class ParitySlots {
   // 0: the slot that does not hold the newest complete parity); returns where
   // its bytes go.
   Result<uint8_t*> Prepare(const protocol::ParityReport& info, uint64_t length, uint64_t keep);
+  // Creates, pre-faulted and pre-touched, each slot that is missing or
+  // smaller than a parity of `length` bytes for a group of `shape` (its
+  // members' records; epoch and sizes ignored) needs, so that the first
+  // encodes write pages already written once. A slot holding a complete
+  // parity is left alone. The slots carry a valid incomplete header until a
+  // Prepare. Prepare later shrinks a slot far larger than an epoch needs.
+  // Fails (ENOSPC, ...) leaving the slot absent: Prepare creates it then.
+  Status Reserve(const protocol::ParityReport& shape, uint64_t length);
   // Marks the prepared parity complete.
   Status Complete();
 

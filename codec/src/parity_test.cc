@@ -79,6 +79,61 @@ TEST_F(ParityTest, AFreshSlotIsPretouchedAReusedOneIsNot) {
   EXPECT_EQ((*p)[4096], 7);
 }
 
+TEST_F(ParityTest, ReservedSlotsAreUsedWithoutRecreatingThem) {
+  unsetenv("DLCKPT_PRETOUCH");
+  ParitySlots s(job_, "n9");
+  ASSERT_TRUE(s.Reserve(Info(0), 16 * 4096).ok());
+  // Both exist, pre-touched, and a survey sees no parity in them.
+  EXPECT_TRUE(s.Scan(nullptr).empty());
+  struct stat st;
+  for (int slot = 0; slot < 2; ++slot) {
+    ASSERT_EQ(stat(("/dev/shm" + s.SlotName(slot)).c_str(), &st), 0);
+    EXPECT_GE(st.st_size, 17 * 4096);
+  }
+  auto p = s.Prepare(Info(1), 16 * 4096, 0);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(s.last_prepare_fresh());
+  uint64_t w;
+  std::memcpy(&w, *p + 4096, sizeof w);
+  EXPECT_EQ(w, memfs::PretouchWord(4096));
+  std::memset(*p, 1, 16 * 4096);
+  ASSERT_TRUE(s.Complete().ok());
+  p = s.Prepare(Info(2), 16 * 4096, 1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(s.last_prepare_fresh());
+  std::memset(*p, 2, 16 * 4096);
+  ASSERT_TRUE(s.Complete().ok());
+  EXPECT_EQ(s.Scan(nullptr).size(), 2u);
+  // A reservation later (a relaunched codec) leaves complete parity alone.
+  ASSERT_TRUE(s.Reserve(Info(0), 64 * 4096).ok());
+  auto e1 = s.Find(0, 0, 1, 1);
+  ASSERT_TRUE(e1.ok());
+  EXPECT_EQ(e1->data[0], 1);
+  EXPECT_EQ(s.Find(0, 0, 2, 1)->data[0], 2);
+}
+
+TEST_F(ParityTest, ASlotFarLargerThanAnEpochNeedsIsShrunkInPlace) {
+  ParitySlots s(job_, "n9");
+  const uint64_t big = uint64_t{80} << 20;  // more than twice 4 KiB + 64 MiB
+  ASSERT_TRUE(s.Reserve(Info(0), big).ok());
+  auto p = s.Prepare(Info(1), 4096, 0);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(s.last_prepare_fresh());
+  std::memset(*p, 1, 4096);
+  ASSERT_TRUE(s.Complete().ok());
+  struct stat st;
+  int small = 0;
+  for (int slot = 0; slot < 2; ++slot) {
+    ASSERT_EQ(stat(("/dev/shm" + s.SlotName(slot)).c_str(), &st), 0);
+    if (static_cast<uint64_t>(st.st_size) < (uint64_t{1} << 20)) ++small;
+  }
+  EXPECT_EQ(small, 1);  // the written slot; the other until it is written
+  auto e1 = s.Find(0, 0, 1, 1);
+  ASSERT_TRUE(e1.ok());
+  EXPECT_EQ(e1->len, 4096u);
+  EXPECT_EQ(e1->data[4095], 1);
+}
+
 TEST_F(ParityTest, PretouchOffLeavesAFreshSlotZero) {
   setenv("DLCKPT_PRETOUCH", "0", 1);
   ParitySlots s(job_, "n9");

@@ -147,8 +147,9 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       }
       if (run_status.ok() && role_.kind == RoleKind::kSpare) run_status = parity_.Complete();
       if (getenv("DLCKPT_CODEC_TRACE")) {
-        Log(label + ": prepare " + Fixed(t_run - t0) + " s, transport " + Fixed(Now() - t_run) + " s, " +
-            (plan.use ? "delta of " + Fixed(plan.fraction) : "full (" + plan.why + ")"));
+        Log(label + (role_.kind == RoleKind::kSpare ? " (parity)" : "") + ": prepare " + Fixed(t_run - t0) + " s, transport " + Fixed(Now() - t_run) + " s, " +
+            (plan.use ? "delta of " + Fixed(plan.fraction) : "full (" + plan.why + ")") +
+            (role_.kind == RoleKind::kSpare && parity_.last_prepare_fresh() ? ", new parity slot" : ""));
       }
     }
   }

@@ -4,9 +4,12 @@
 //   codec_service.cc    setup, HELLO (group formation), local stores, the
 //                       command dispatch, rank 0's network side, the entry points;
 //   service_encode.cc   ENCODE and the one-shot encode;
-//   service_recover.cc  SURVEY, RECOVER and the one-shot recovery.
+//   service_recover.cc  SURVEY, RECOVER and the one-shot recovery;
+//   service_warmup.cc   attaching stores and reserving parity slots after a
+//                       HELLO, before the first ENCODE.
 // Thread safety: none; one Service per process, used by the thread that runs
-// it. Every command is collective over the world communicator: all processes
+// it (and, between HELLO and the next command, the warm-up thread, see
+// StartWarmup). Every command is collective over the world communicator: all processes
 // call the same member in the same order. Failures are returned as a Status
 // (or a Done carrying the code and a message naming node, group and epoch)
 // after all processes agreed on them; nothing aborts.
@@ -21,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "codec_service.h"
@@ -110,6 +114,9 @@ class Service {
  public:
   Service(MPI_Comm world, ServiceConfig config)
       : world_(world), cfg_(std::move(config)), parity_(cfg_.job, cfg_.node) {}
+  ~Service() { FinishWarmup(); }
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
 
   Status Init();
   Status Serve();
@@ -140,6 +147,20 @@ class Service {
   Status LocalImage(uint64_t epoch, const std::vector<int32_t>& ranks, std::vector<Extent>* extents,
                     std::vector<uint64_t>* sizes, const std::vector<uint64_t>* expect);
   memfs::Store* CachedStore(int32_t rank, Status* error);
+  // ---- warm-up (service_warmup.cc) ----
+  // The image this node's stores hold at most in steady state: metadata and
+  // half the data capacity of each (an estimate; not a limit).
+  uint64_t LocalStoreBytes() const;
+  // Collective: a spare's estimate of its group's parity length (the
+  // largest member's LocalStoreBytes); 0 elsewhere.
+  Result<uint64_t> GroupBound();
+  // Starts the thread that attaches this data node's stores, or reserves this
+  // spare's parity slots for `slot_bytes` ($DLCKPT_CODEC_WARMUP=0: nothing).
+  // Until FinishWarmup the thread alone touches parity_ and warmup_.
+  void StartWarmup(uint64_t slot_bytes);
+  // Joins the warm-up, if any, and adopts the stores it attached; logs a
+  // failure, emits "warmup NODE SECONDS WAITED". Every command calls it first.
+  void FinishWarmup();
   // ---- incremental encode (service_delta.cc) ----
   // This node's DeltaInfo for encoding `epoch` over the parity of `keep`;
   // data nodes also keep their old image and own ranges for RunDelta.
@@ -177,6 +198,15 @@ class Service {
   std::vector<int32_t> my_app_ranks_;
   std::map<int32_t, std::unique_ptr<memfs::Store>> stores_;  // read-only attachments
   ParitySlots parity_;
+  struct Warmup {
+    bool active = false;
+    std::thread thread;
+    std::map<int32_t, std::unique_ptr<memfs::Store>> stores;
+    Status status;
+    double began = 0, done = 0;
+  };
+  Warmup warmup_;
+  bool serving_ = false;  // Serve(): warm up after a HELLO (not in one-shot modes)
   // Incremental encode: this data node's image of the kept epoch and its
   // changed ranges (from LocalDelta), and the buffer its deltas are packed in.
   std::vector<Extent> delta_old_;

@@ -42,6 +42,13 @@ class MappedShm final {
   // EWOULDBLOCK (as EBUSY) when another open description holds it.
   Status TryLockExclusive();
 
+  // Truncates the object to `new_size` bytes (at most size()) and unmaps the
+  // pages beyond it; the object's memory past the new end is freed. The
+  // bytes before it, and data(), stay. For a writable object this process
+  // alone writes (a reused parity slot). On a failed ftruncate the mapping
+  // is already shorter: size() is the new size either way.
+  Status Shrink(size_t new_size);
+
  private:
   std::string name_;
   int fd_;

@@ -29,7 +29,7 @@
 #   --iters I         iterations per run (default 130)
 #   --ckpt-every C    iterations between checkpoints (default 10)
 #   --warmup W        first checkpoints of a run left out of the means (default 2:
-#                     epochs 1 and 2 create the spare's parity slots)
+#                     the first checkpoints of a run are the coldest)
 #   --every "LIST"    --persist-every values to measure (default "2 1"; 2 is the
 #                     one of the METRIC line)
 #   --reps R          repetitions of every configuration, interleaved (default 2)

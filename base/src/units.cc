@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 
 namespace dlckpt {
 
@@ -56,6 +57,14 @@ std::string FormatSize(uint64_t bytes) {
     std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
   }
   return buf;
+}
+
+bool EnvSwitchOn(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return true;
+  std::string t(v);
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(t == "0" || t == "off" || t == "no" || t == "false");
 }
 
 }  // namespace dlckpt

@@ -14,13 +14,12 @@
 // attached, or a slot that cannot be created (ENOSPC), is only logged: the
 // encode attaches or creates it when it needs it, as without warm-up.
 #include <algorithm>
-#include <cctype>
-#include <cstdlib>
 #include <string>
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/names.h"
+#include "dlckpt/base/units.h"
 #include "service_impl.h"
 
 namespace dlckpt::codec {
@@ -28,18 +27,6 @@ namespace dlckpt::codec {
 using internal::Fixed;
 using internal::Now;
 
-namespace {
-
-// $DLCKPT_CODEC_WARMUP: on unless 0, off, no or false (for measuring it).
-bool WarmupEnabled() {
-  const char* v = std::getenv("DLCKPT_CODEC_WARMUP");
-  if (v == nullptr) return true;
-  std::string t(v);
-  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return !(t == "0" || t == "off" || t == "no" || t == "false");
-}
-
-}  // namespace
 
 uint64_t Service::LocalStoreBytes() const {
   uint64_t total = 0;
@@ -74,7 +61,7 @@ Result<uint64_t> Service::GroupBound() {
 
 void Service::StartWarmup(uint64_t slot_bytes) {
   FinishWarmup();
-  if (!WarmupEnabled()) return;
+  if (!EnvSwitchOn("DLCKPT_CODEC_WARMUP")) return;
   std::vector<int32_t> ranks;
   protocol::ParityReport shape;
   if (role_.kind == RoleKind::kData) {

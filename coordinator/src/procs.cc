@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 extern char** environ;
@@ -162,6 +163,24 @@ std::string DescribeStatus(int status) {
     return std::string("killed by SIG") + (name ? name : std::to_string(WTERMSIG(status)).c_str());
   }
   return "status " + std::to_string(status);
+}
+
+std::string Tail(const std::string& path, size_t lines) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return "";
+  std::vector<std::string> last;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, f)) {
+    std::string l(buf);
+    while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+    if (l.empty()) continue;
+    last.push_back(l);
+    if (last.size() > lines) last.erase(last.begin());
+  }
+  std::fclose(f);
+  std::string out;
+  for (const auto& l : last) out += (out.empty() ? "" : " | ") + l;
+  return out;
 }
 
 }  // namespace dlckpt::run

@@ -34,6 +34,10 @@ bool WaitExit(pid_t pid, double seconds, int* status);
 // Human text for a wait status: "exit 0", "killed by SIGKILL".
 std::string DescribeStatus(int status);
 
+// The last `lines` non-empty lines of a log file, joined with " | " (for
+// messages that outlive the run directory); "" if it cannot be read.
+std::string Tail(const std::string& path, size_t lines);
+
 }  // namespace dlckpt::run
 
 #endif  // DLCKPT_COORDINATOR_PROCS_H_

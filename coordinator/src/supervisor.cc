@@ -35,23 +35,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The last lines of a log, joined with " | " (for messages that outlive the run directory).
-std::string Tail(const std::string& path, size_t lines) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return "";
-  std::vector<std::string> last;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, f)) {
-    std::string l(buf);
-    while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
-    if (l.empty()) continue;
-    last.push_back(l);
-    if (last.size() > lines) last.erase(last.begin());
-  }
-  std::fclose(f);
-  return Join(last, " | ");
-}
-
 // ---- signals ---------------------------------------------------------------------
 // State shared with the signal handler: lock-free atomics only.
 std::atomic<int> g_signal{0};        // number of the first SIGTERM/SIGINT/SIGHUP, 0 before
@@ -102,6 +85,7 @@ void InstallSignalHandlers() {
 }
 
 bool Supervisor::Terminating() { return g_signal.load() != 0; }
+int Supervisor::TerminationSignals() { return g_signals.load(); }
 
 Supervisor::Supervisor(Options options) : o_(std::move(options)), rng_(o_.seed) {}
 
@@ -120,16 +104,17 @@ void Supervisor::Log(const std::string& msg) const {
   std::fflush(stderr);
 }
 
-std::string Supervisor::CodecPath() const {
-  if (!o_.codec.empty()) return o_.codec;
+std::string Supervisor::CodecPath() const { return o_.codec.empty() ? ToolPath("dlckpt-codec") : o_.codec; }
+
+std::string Supervisor::ToolPath(const std::string& name) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) {
     self[n] = '\0';
-    fs::path p = fs::path(self).parent_path() / "dlckpt-codec";
+    fs::path p = fs::path(self).parent_path() / name;
     if (fs::exists(p)) return p.string();
   }
-  return "dlckpt-codec";
+  return name;
 }
 
 std::vector<std::string> Supervisor::LiveNodes() const {

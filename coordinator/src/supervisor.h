@@ -95,6 +95,8 @@ class Supervisor {
   int Finish(int exit_code, const std::string& note = "");
   // A signal came (InstallSignalHandlers): true from then on.
   static bool Terminating();
+  // Signals of the termination handler (SIGTERM, SIGINT, SIGHUP, SIGUSR1) so far.
+  static int TerminationSignals();
   // Stops both jobs after a signal (SIGTERM to their process groups and to
   // orphans of the job, SIGKILL after --term-grace or at a second signal),
   // reaps them, then Finish(128 + signal).
@@ -122,6 +124,8 @@ class Supervisor {
   std::vector<std::string> LiveNodes() const;
   std::vector<std::string> FreeNodes() const;
   std::string CodecPath() const;
+  // A dlckpt executable beside this one (dlckpt-codec, dlckpt-store), else `name` (found in PATH).
+  static std::string ToolPath(const std::string& name);
   std::vector<std::string> JobEnv() const;
   // Starts `job` with the launcher of --launcher (see launch.h), standard output and
   // error to `log` ("" = inherited), `extra_env` added to the launcher's environment.

@@ -6,13 +6,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/progress.h"
-#include "dlckpt/memfs/memfs.h"
 #include "dlckpt/persist/persist.h"
 #include "procs.h"
 #include "supervisor.h"
@@ -170,63 +172,74 @@ bool Supervisor::HaltDrain(const std::string& why) {
     nanosleep(&ts, nullptr);
   }
   for (const auto& e : follower_->Poll()) HandleEvent(e);
-  if (!o_.hosts.empty()) {
-    halt_note_ = "halted by " + why + "; with --hosts the halt does not drain (the stores are on other hosts)";
+  // Every node drains its own stores, at the epoch they hold acknowledged:
+  // dlckpt-store drain, launched like the codec (on the virtual nodes, or on
+  // the hosts, whose stores this process cannot read).
+  std::set<std::string> nodes;
+  JobSpec job;
+  job.name = "drain";
+  job.virtual_nodes = o_.hosts.empty();
+  job.env = {{"DLCKPT_JOB", o_.job}};
+  job.program = {ToolPath("dlckpt-store"), "drain", Absolute(o_.persist), "--job", o_.job, "--ranks",
+                 std::to_string(o_.nodes * o_.ranks_per_node)};
+  if (last_epoch_ > 0) {
+    // The newest epoch rank 0 saw protected: every store holds it, acknowledged
+    // or (a halt during the acknowledgement) still pending.
+    job.program.push_back("--epoch");
+    job.program.push_back(std::to_string(last_epoch_));
+  }
+  if (o_.persist_bandwidth > 0) {
+    // The option is per rank; a node drains its ranks one after another.
+    job.program.push_back("--bandwidth");
+    job.program.push_back(std::to_string(o_.persist_bandwidth));
+  }
+  for (const auto& [r, node] : placement_) {
+    if (nodes.insert(node).second) job.segments.emplace_back(node, 1);
+  }
+  // Its output (progress, one line per node, errors) goes where dlckpt-run's does.
+  Status s;
+  auto pid = LaunchJob(job, "", {});
+  int status = 0;
+  if (!pid.ok()) {
+    s = pid.status();
   } else {
-    // Every rank's store, read-only, at the epoch all of them hold acknowledged.
-    const int ranks = o_.nodes * o_.ranks_per_node;
-    std::vector<std::unique_ptr<memfs::Store>> views;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    Status s;
-    for (int r = 0; r < ranks && s.ok(); ++r) {
-      auto name = StoreName(o_.job, placement_[r], r);
-      if (!name.ok()) {
-        s = name.status();
+    // A further signal stops the drain (the one that asked for this halt does not).
+    const int allowed = TerminationSignals();
+    while (!Reap(*pid, &status)) {
+      if (TerminationSignals() > allowed) {
+        kill(-*pid, SIGKILL);
+        (void)Reap(*pid, &status);
+        s = Status::Error(EINTR, "terminated during the drain");
         break;
       }
-      auto v = memfs::Store::Attach(*name, memfs::AttachMode::kReadOnly);
-      if (!v.ok()) {
-        s = v.status();
-        break;
+      struct timespec ts{0, 50 * 1000 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+    if (s.ok() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      s = Status::IOError("dlckpt-store drain on the nodes: " + DescribeStatus(status) + " (see above)");
+    }
+  }
+  uint64_t newest = 0;
+  if (s.ok()) {
+    // The epoch the nodes drained (or found drained already): last_epoch_,
+    // or without one, the newest complete epoch.
+    auto all = persist::ListEpochs(job_dir);
+    if (all.ok()) {
+      for (const auto& e : *all) {
+        if (e.state == persist::EpochState::kComplete && (last_epoch_ == 0 || e.epoch == last_epoch_)) {
+          newest = std::max(newest, e.epoch);
+        }
       }
-      uint64_t acked = (*v)->epochs().acknowledged;
-      lo = std::min(lo, acked);
-      hi = std::max(hi, acked);
-      views.push_back(std::move(*v));
     }
-    if (s.ok() && (lo == 0 || lo != hi)) {
-      s = Status::Error(EAGAIN, lo == 0 ? "no protected epoch in the stores"
-                                        : "the stores hold different epochs (" + std::to_string(lo) + " to " +
-                                              std::to_string(hi) + "): stopped during an acknowledgement");
-    }
-    auto existing = persist::ListEpochs(job_dir);
-    bool done = false;
-    if (s.ok() && existing.ok()) {
-      for (const auto& e : *existing) done = done || (e.epoch == lo && e.state == persist::EpochState::kComplete);
-    }
-    persist::DrainOptions opt;
-    opt.bandwidth = static_cast<double>(o_.persist_bandwidth);
-    std::unique_ptr<Progress> progress;
-    uint64_t before = 0, last = 0;  // bytes of the ranks done, and of this one so far
-    opt.progress = [&](uint64_t done, uint64_t) {
-      if (!progress) progress = std::make_unique<Progress>("dlckpt-run: draining epoch " + std::to_string(lo), 0);
-      last = done;
-      progress->Update(before + done);
-    };
-    for (int r = 0; r < ranks && s.ok() && !done; ++r) {
-      before += last;
-      last = 0;
-      s = views[static_cast<size_t>(r)]->View(lo);
-      if (s.ok()) s = persist::DrainRank(*views[static_cast<size_t>(r)], job_dir, o_.job, lo, r, ranks, opt).status();
-    }
-    if (s.ok()) {
-      drained_.insert(lo);
-      (void)persist::Prune(job_dir, o_.persist_keep);
-      halt_note_ = "halted by " + why + "; epoch " + std::to_string(lo) + " drained to " +
-                   persist::EpochDir(job_dir, lo) + "; continue with --restart-from " + Absolute(o_.persist);
-    } else {
-      halt_note_ = "halted by " + why + "; the halt drain failed (" + s.message() + ")";
-    }
+    if (newest == 0) s = Status::Corruption("the drain left no complete epoch in " + job_dir);
+  }
+  if (s.ok()) {
+    drained_.insert(newest);
+    (void)persist::Prune(job_dir, o_.persist_keep);
+    halt_note_ = "halted by " + why + "; epoch " + std::to_string(newest) + " drained to " +
+                 persist::EpochDir(job_dir, newest) + "; continue with --restart-from " + Absolute(o_.persist);
+  } else {
+    halt_note_ = "halted by " + why + "; the halt drain failed (" + s.message() + ")";
   }
   Log(halt_note_);
   auto left = persist::ListEpochs(job_dir);

@@ -95,6 +95,36 @@ Result<size_t> Store::Impl::Read(int fd, void* buf, size_t len, const uint64_t* 
   return n;
 }
 
+Result<Extent> Store::Impl::ReadInPlace(int fd, uint64_t off, size_t len) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DLCKPT_ASSIGN_OR_RETURN(Handle * h, GetHandle(fd));
+  if (owner_) return Status::Error(EPERM, Where(fd) + ": in-place reads are for read-only attachers");
+  if (!Readable(h->flags)) return Status::Error(EBADF, Where(fd) + ": not open for reading");
+  if (S_ISDIR(h->node->mode)) return Status::Error(EISDIR, Where(fd) + ": is a directory");
+  const Node& node = *h->node;
+  if (off >= node.size || len == 0) return Extent{nullptr, 0};
+  const uint64_t n = std::min<uint64_t>(len, node.size - off);
+  if (compressed_) {
+    const uint64_t ci = off / geo_.chunk_size;
+    if (node.chunks[ci].compressed) {
+      DLCKPT_ASSIGN_OR_RETURN(const uint8_t* raw, DecompressedLocked(node, ci));
+      const uint64_t co = off - ci * geo_.chunk_size;
+      return Extent{raw + co, std::min<uint64_t>(ChunkLen(node, ci) - co, n)};
+    }
+  }
+  const uint64_t bs = geo_.block_size;
+  uint64_t bi = off / bs;
+  const uint8_t* p = BlockPtr(node.blocks[bi]) + off % bs;
+  uint64_t got = std::min<uint64_t>(bs - off % bs, n);
+  // Coalesce the blocks that follow in the mapping (not across chunks of a
+  // compressed store, whose next chunk may be compressed).
+  while (!compressed_ && got < n && BlockPtr(node.blocks[bi + 1]) == p + got) {
+    ++bi;
+    got += std::min<uint64_t>(bs, n - got);
+  }
+  return Extent{p, got};
+}
+
 Result<size_t> Store::Impl::Write(int fd, const void* buf, size_t len, const uint64_t* at) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_ASSIGN_OR_RETURN(Handle * h, GetHandle(fd));

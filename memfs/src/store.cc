@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "dlckpt/base/units.h"
 #include "store_impl.h"
 
 namespace dlckpt::memfs {
@@ -37,13 +38,7 @@ constexpr uint64_t kTouchPage = 4096;
 
 }  // namespace
 
-bool PretouchEnabled() {
-  const char* v = std::getenv("DLCKPT_PRETOUCH");
-  if (v == nullptr) return true;
-  std::string t(v);
-  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return !(t == "0" || t == "off" || t == "no" || t == "false");
-}
+bool PretouchEnabled() { return EnvSwitchOn("DLCKPT_PRETOUCH"); }
 
 uint64_t PretouchWord(uint64_t off) {
   // "DLPT" in the high half, the page number in the low: nonzero, and no two
@@ -300,6 +295,9 @@ Result<size_t> Store::Write(int fd, const void* buf, size_t len) {
 }
 Result<size_t> Store::Pread(int fd, void* buf, size_t len, uint64_t offset) {
   return impl_->Read(fd, buf, len, &offset);
+}
+Result<Extent> Store::ReadInPlace(int fd, uint64_t offset, size_t len) {
+  return impl_->ReadInPlace(fd, offset, len);
 }
 Result<size_t> Store::Pwrite(int fd, const void* buf, size_t len, uint64_t offset) {
   return impl_->Write(fd, buf, len, &offset);

@@ -114,6 +114,52 @@ TEST_P(StoreHoldTest, OnlyTheAcknowledgedEpochAndOneAtATime) {
   EXPECT_EQ((*reader)->Hold(2).code(), EROFS);
 }
 
+// The drain's read: pieces of the mapping (or of the decompressed chunk)
+// that together are the file, without a copy; refused to the owner.
+TEST_P(StoreHoldTest, ReadInPlaceGivesTheFileInPieces) {
+  auto random = Pattern(300000, 3);           // stored as is, even with LZ4
+  std::vector<uint8_t> runs(200000);          // compressible
+  for (size_t i = 0; i < runs.size(); ++i) runs[i] = static_cast<uint8_t>(i / 1000);
+  WriteFile(*owner_, "/r", random);
+  WriteFile(*owner_, "/c", runs);
+  ASSERT_TRUE(owner_->Mkdir("/d", 0755).ok());
+  CommitAck(1);
+  auto ofd = owner_->Open("/r", O_RDONLY);
+  ASSERT_TRUE(ofd.ok());
+  EXPECT_EQ(owner_->ReadInPlace(*ofd, 0, 100).status().code(), EPERM);
+  ASSERT_TRUE(owner_->Close(*ofd).ok());
+
+  auto reader = Store::Attach(name_, AttachMode::kReadAll);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  ASSERT_TRUE((*reader)->View(1).ok());
+  for (const auto& [path, want] : {std::pair{"/r", &random}, std::pair{"/c", &runs}}) {
+    auto fd = (*reader)->Open(path, O_RDONLY);
+    ASSERT_TRUE(fd.ok());
+    std::vector<uint8_t> got;
+    size_t pieces = 0;
+    for (uint64_t off = 0;;) {
+      auto e = (*reader)->ReadInPlace(*fd, off, 100000);
+      ASSERT_TRUE(e.ok()) << e.status().ToString();
+      if (e->len == 0) break;
+      ASSERT_LE(e->len, 100000u);
+      got.insert(got.end(), e->data, e->data + e->len);
+      off += e->len;
+      ++pieces;
+    }
+    EXPECT_EQ(got, *want) << path;
+    EXPECT_GE(pieces, want->size() / 100000) << path;
+    auto past = (*reader)->ReadInPlace(*fd, want->size() + 5, 10);
+    ASSERT_TRUE(past.ok());
+    EXPECT_EQ(past->len, 0u);
+    ASSERT_TRUE((*reader)->Close(*fd).ok());
+  }
+  auto dfd = (*reader)->Open("/d", O_RDONLY);
+  if (dfd.ok()) {
+    EXPECT_EQ((*reader)->ReadInPlace(*dfd, 0, 10).status().code(), EISDIR);
+  }
+  EXPECT_EQ((*reader)->ReadInPlace(99, 0, 10).status().code(), EBADF);
+}
+
 INSTANTIATE_TEST_SUITE_P(Compression, StoreHoldTest,
                          ::testing::Values(Compression::kNone, Compression::kLz4),
                          [](const auto& info) { return std::string(CompressionName(info.param)); });

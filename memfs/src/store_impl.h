@@ -160,6 +160,7 @@ class Store::Impl {
   // `at` null: at the descriptor's offset, which advances.
   Result<size_t> Read(int fd, void* buf, size_t len, const uint64_t* at);
   Result<size_t> Write(int fd, const void* buf, size_t len, const uint64_t* at);
+  Result<Extent> ReadInPlace(int fd, uint64_t off, size_t len);
   Result<uint64_t> Seek(int fd, int64_t offset, int whence);
   Status Ftruncate(int fd, uint64_t size);
   Status Truncate(std::string_view path, uint64_t size);

@@ -6,10 +6,15 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/names.h"
+#include "dlckpt/base/node.h"
+#include "dlckpt/base/progress.h"
 #include "dlckpt/memfs/memfs.h"
 #include "dlckpt/persist/persist.h"
 #include "dlckpt/base/units.h"
@@ -44,6 +49,14 @@ commands:
   verify-drained DIR      read every file of the newest complete drained epoch
                           (or --epoch E) and check its size and CRC32C against
                           the manifest; exit 1 naming the first bad file
+  drain DIR --job J --ranks N
+                          copy every store of job J on this node (--node N,
+                          default $DLCKPT_NODE or the host name) at the epoch
+                          they hold acknowledged (or --epoch E) to
+                          DIR/J/epoch.E, as dlckpt-run --persist does; the
+                          call that completes the N ranks' parts publishes the
+                          MANIFEST (dlckpt-run runs it on every node when it
+                          halts a job; --bandwidth R caps it per node)
 
 ls, cat and stat also check the metadata of every version the store holds;
 a damaged one is reported on standard error and the exit status is 1.
@@ -66,6 +79,8 @@ options:
                   its raw blocks (default 0.875)
   --chunk-size N  lz4: bytes per chunk (default 16 blocks)
   --job J --node N --rank R   identity recorded by create
+  --ranks N       drain: the job's number of ranks
+  --bandwidth R   drain: bytes per second (K/M/G suffixes; default unlimited)
   --no-ack        commit without acknowledging
   -h, --help      this help
 )";
@@ -76,6 +91,7 @@ struct Args {
   uint64_t epoch = 0;
   StoreOptions create;
   bool ack = true;
+  uint64_t ranks = 0, bandwidth = 0;  // drain
 };
 
 int Fail(const Status& s) {
@@ -384,6 +400,78 @@ int CmdVerifyDrained(const Args& a) {
                                          : "no complete drained epoch in " + *job_dir));
 }
 
+// drain DIR --job J --ranks N: this node's stores of job J, each at the
+// epoch all of them hold acknowledged (or --epoch), to DIR/J/epoch.E. An
+// epoch already complete there is left as it is. Exit 1 on the first error.
+int CmdDrain(const Args& a) {
+  if (a.pos.empty()) return Usage("drain needs DIR");
+  if (a.create.job.empty()) return Usage("drain needs --job JOB");
+  if (!ValidJobName(a.create.job)) return Fail(Status::InvalidArgument("drain: invalid job id '" + a.create.job + "'"));
+  if (a.ranks == 0) return Usage("drain needs --ranks N (the job's number of ranks)");
+  const std::string node = a.create.node.empty() ? ThisNode() : a.create.node;
+  auto names = Env::Default()->ListShm(StorePrefix(a.create.job, node));
+  if (!names.ok()) return Fail(names.status());
+  std::vector<std::pair<int, std::unique_ptr<Store>>> views;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const auto& n : *names) {
+    auto id = ParseStoreName(n);
+    if (!id.ok() || id->job != a.create.job || id->node != node) continue;
+    if (id->rank < 0 || static_cast<uint64_t>(id->rank) >= a.ranks) {
+      return Fail(Status::InvalidArgument("store " + n + " is rank " + std::to_string(id->rank) + " of a job of " +
+                                          std::to_string(a.ranks) + " rank(s)"));
+    }
+    auto v = Store::Attach(n, AttachMode::kReadOnly);
+    if (!v.ok()) return Fail(v.status());
+    lo = std::min(lo, (*v)->epochs().acknowledged);
+    hi = std::max(hi, (*v)->epochs().acknowledged);
+    views.emplace_back(id->rank, std::move(*v));
+  }
+  const std::string where = "job " + a.create.job + " on node " + node;
+  if (views.empty()) return Fail(Status::NotFound("no store of " + where));
+  uint64_t epoch = a.epoch;
+  if (epoch == 0 && lo == 0) return Fail(Status::NotFound("the stores of " + where + " hold no acknowledged epoch"));
+  if (epoch == 0 && lo != hi) {
+    return Fail(Status::Error(EAGAIN, "the stores of " + where + " hold different acknowledged epochs (" +
+                                          std::to_string(lo) + " to " + std::to_string(hi) + "): use --epoch"));
+  }
+  if (epoch == 0) epoch = lo;
+  std::error_code ec;
+  const std::string dir = std::filesystem::absolute(a.pos[0], ec).string();
+  const std::string job_dir = persist::JobDir(ec ? a.pos[0] : dir, a.create.job);
+  auto existing = persist::ListEpochs(job_dir);
+  if (existing.ok()) {
+    for (const auto& e : *existing) {
+      if (e.epoch == epoch && e.state == persist::EpochState::kComplete) {
+        std::printf("epoch %" PRIu64 " of job %s is already drained to %s\n", epoch, a.create.job.c_str(),
+                    e.dir.c_str());
+        return 0;
+      }
+    }
+  }
+  persist::DrainOptions o;
+  o.bandwidth = static_cast<double>(a.bandwidth);
+  Progress progress("dlckpt-store: node " + node + ": draining epoch " + std::to_string(epoch), 0);
+  uint64_t before = 0, files = 0;
+  double seconds = 0;
+  bool published = false;
+  for (auto& [rank, view] : views) {
+    Status s = view->View(epoch);
+    if (!s.ok()) return Fail(s.Prefixed("drain of rank " + std::to_string(rank)));
+    o.progress = [&, base = before](uint64_t done, uint64_t) { progress.Update(base + done); };
+    auto r = persist::DrainRank(*view, job_dir, a.create.job, epoch, rank, static_cast<int>(a.ranks), o);
+    if (!r.ok()) return Fail(r.status());
+    before += r->bytes;
+    files += r->files;
+    seconds += r->seconds;
+    published = published || r->published;
+  }
+  progress.Done(before);
+  std::printf("node %s: epoch %" PRIu64 " of %zu rank(s) drained, %" PRIu64 " file(s), %" PRIu64
+              " bytes in %.2f s%s\n",
+              node.c_str(), epoch, views.size(), files, before, seconds, published ? "; MANIFEST published" : "");
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -445,6 +533,11 @@ int Main(int argc, char** argv) {
       st = size_opt("--chunk-size", &v);
       a.create.chunk_size = static_cast<uint32_t>(v);
       if (st.ok() && v > UINT32_MAX) st = Status::InvalidArgument("--chunk-size too large");
+    } else if (arg == "--ranks") {
+      st = size_opt("--ranks", &a.ranks);
+      if (st.ok() && (a.ranks == 0 || a.ranks > (1u << 24))) st = Status::InvalidArgument("--ranks out of range");
+    } else if (arg == "--bandwidth") {
+      st = size_opt("--bandwidth", &a.bandwidth);
     } else if (arg == "--no-ack") {
       a.ack = false;
     } else if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
@@ -468,6 +561,7 @@ int Main(int argc, char** argv) {
   if (a.cmd == "commit") return CmdCommit(a);
   if (a.cmd == "drained") return CmdDrained(a);
   if (a.cmd == "verify-drained") return CmdVerifyDrained(a);
+  if (a.cmd == "drain") return CmdDrain(a);
   return Usage("unknown command " + a.cmd);
 }
 

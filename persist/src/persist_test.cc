@@ -99,6 +99,19 @@ class PersistTest : public ::testing::Test {
   std::vector<std::unique_ptr<memfs::Store>> owners_;
 };
 
+// A read-only view is read in place; an owner's store (its files could
+// change under a pointer) through the buffer, with the same result.
+TEST_F(PersistTest, AnOwnersStoreDrainsThroughTheBuffer) {
+  memfs::Store& a = Filled(0, 3);
+  DrainOptions o;
+  o.buffer = 4096;  // many writes per file
+  auto r = DrainRank(a, job_dir_, "jobP", 3, 0, 1, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->published);
+  EXPECT_EQ(r->bytes, 300000u + 100u);
+  ASSERT_TRUE(VerifyEpoch(EpochDir(job_dir_, 3)).ok());
+}
+
 TEST_F(PersistTest, DrainTwoRanksPublishesOnlyWhenBothAreThere) {
   memfs::Store& a = Filled(0, 4);
   memfs::Store& b = Filled(1, 4, memfs::Compression::kLz4);

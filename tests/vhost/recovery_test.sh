@@ -26,6 +26,10 @@
 #                  nodes the run restarts from the drained epoch on fresh virtual nodes and
 #                  ends with the checksum; on hosts the two lost hosts exceed the one spare,
 #                  and dlckpt-run exits 3 naming how many hosts are missing
+#   halt           ckpt_app, 3+1 XOR, --persist: SIGUSR1 to dlckpt-run once checkpoint 2 is
+#                  protected (Slurm's --signal before the time limit). Every node drains its
+#                  own stores (dlckpt-store drain, launched on the hosts), dlckpt-run exits 7;
+#                  the drained epoch verifies, and --restart-from it ends with the checksum
 #   sppm-poweroff  sppm-mini-dlckpt, 4+1 XOR, node 2 powered off after checkpoint 2, with
 #                  --heartbeat-timeout 1 (the others use the default, 1.5 s)
 #   sppm-rs        sppm-mini-dlckpt, 4+2 RS, node 0 crashes and node 2 is powered off at once
@@ -102,6 +106,8 @@ case $SCENARIO in
                  inject=(--kill-node @1 --at checkpoint:2 --poweroff-node @2 --at checkpoint:2)
                  extra=(--persist "$OUT/persist" --persist-every 1)
                  if [[ $MODE == hosts ]]; then expect_rc=3; fi ;;
+  halt)          app=("$TBIN/ckpt_app" --iters 40 --kib 512 --sleep-ms 100 --write-pieces 8)
+                 data=3 spares=1 scheme=xor; inject=(); extra=(--persist "$OUT/persist"); expect_rc=7 ;;
   sppm-poweroff) app=("${sppm[@]}"); data=4 spares=1 scheme=xor; inject=(--poweroff-node @2 --at checkpoint:2)
                  poweroff=1 hb_timeout=1.0 ;;
   sppm-rs)       app=("${sppm[@]}"); data=4 spares=2 scheme=rs
@@ -202,7 +208,19 @@ fi
 log "$MODE $SCENARIO: job $JOB, $data+$spares $scheme, ${inject[*]:-no failure}; reference checksum $ref"
 t=$SECONDS
 timeout -k 5 150 "$BIN/dlckpt-run" --job "$JOB" --run-dir "$RUN_DIR" --timeout 120 "${layout[@]}" \
-  "${inject[@]}" "${extra[@]}" -- "${app[@]}" >"$OUT/run.log" 2>&1 </dev/null
+  "${inject[@]}" "${extra[@]}" -- "${app[@]}" >"$OUT/run.log" 2>&1 </dev/null &
+run_pid=$!
+if [[ $SCENARIO == halt ]]; then
+  # The halt once checkpoint 2 is protected: an event, not a time.
+  for _ in $(seq 600); do
+    grep -qs " app ckpt-end 2 0" "$RUN_DIR/events" && break
+    kill -0 "$run_pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -qs " app ckpt-end 2 0" "$RUN_DIR/events" || fail "checkpoint 2 was never protected"
+  pkill -USR1 -f -- "^$BIN/dlckpt-run --job $JOB " || fail "no dlckpt-run to halt"
+fi
+wait "$run_pid"
 rc=$?
 log "dlckpt-run exited $rc after $((SECONDS - t)) s"
 [[ $rc == "$expect_rc" ]] || fail "dlckpt-run exited $rc, expected $expect_rc"
@@ -222,6 +240,16 @@ if ((expect_rc == 0)); then
       fail "a node loss or a recovery in a failure-free run"
     fi
   fi
+elif [[ $SCENARIO == halt ]]; then
+  grep -q "halted by SIGUSR1; epoch [0-9]* drained" "$OUT/run.log" || fail "the halt drained nothing"
+  "$BIN/dlckpt-store" verify-drained "$OUT/persist" >>"$OUT/run.log" 2>&1 || fail "the drained epoch does not verify"
+  log "halted; restarting from $OUT/persist"
+  timeout -k 5 150 "$BIN/dlckpt-run" --job "$JOB" --run-dir "$RUN_DIR" --timeout 120 "${layout[@]}" \
+    --restart-from "$OUT/persist" -- "${app[@]}" >"$OUT/restart.log" 2>&1 </dev/null ||
+    fail "--restart-from after the halt exited $? (log: $OUT/restart.log)"
+  got=$(sed -n 's/^checksum: //p' "$OUT/restart.log")
+  [[ $got == "$ref" ]] || fail "after the halt and the restart: checksum '$got', failure-free '$ref'"
+  grep -q "checkpoint verified" "$OUT/restart.log" || fail "ckpt_app did not restart from a verified checkpoint"
 else
   grep -q "unrecoverable: group 0" "$OUT/run.log" || fail "no clear unrecoverable message naming the group"
 fi

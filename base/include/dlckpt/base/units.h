@@ -1,4 +1,5 @@
-// dlckpt/base/units.h — parsing and printing of byte sizes for tools and options.
+// dlckpt/base/units.h — parsing and printing of byte sizes and switches for
+// tools and options.
 #ifndef DLCKPT_BASE_UNITS_H_
 #define DLCKPT_BASE_UNITS_H_
 
@@ -15,6 +16,10 @@ namespace dlckpt {
 Result<uint64_t> ParseSize(std::string_view text);
 // 1536 -> "1.5 KiB".
 std::string FormatSize(uint64_t bytes);
+
+// A switch that is on by default: false only if the environment variable
+// `name` is 0, off, no or false (any case).
+bool EnvSwitchOn(const char* name);
 
 }  // namespace dlckpt
 

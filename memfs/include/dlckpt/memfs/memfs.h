@@ -252,6 +252,14 @@ class Store final {
   Result<size_t> Write(int fd, const void* buf, size_t len);
   Result<size_t> Pread(int fd, void* buf, size_t len, uint64_t offset);
   Result<size_t> Pwrite(int fd, const void* buf, size_t len, uint64_t offset);
+  // Read-only attachers: up to `len` bytes of the file from `offset` without
+  // copying them: a piece of the store's mapping (blocks that lie next to
+  // each other form one piece), or for an LZ4 chunk this object's cache of
+  // it decompressed. Empty at or past the end of file. The bytes stay valid
+  // while the epoch stays committed (or held) and, for a decompressed chunk,
+  // until the next read through this object. Owners get EPERM: their files
+  // change under a pointer. Not for concurrent use with other reads.
+  Result<Extent> ReadInPlace(int fd, uint64_t offset, size_t len);
   Result<uint64_t> Seek(int fd, int64_t offset, int whence);
   Status Ftruncate(int fd, uint64_t size);
   Status Truncate(std::string_view path, uint64_t size);

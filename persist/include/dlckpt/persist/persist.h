@@ -66,7 +66,7 @@ Result<Manifest> ReadManifest(const std::string& epoch_dir);
 struct DrainOptions {
   double bandwidth = 0;  // bytes per second for this drain; 0: unlimited
   const std::atomic<bool>* cancel = nullptr;  // set: stop soon with ECANCELED
-  size_t buffer = 4u << 20;  // bytes read from the store per write
+  size_t buffer = 4u << 20;  // at most this many bytes per write (read in place from a read-only view)
   // Fault injection for tests: seconds to wait after the data is durable and
   // before rank's part is published.
   double hold_before_publish = 0;

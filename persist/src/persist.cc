@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -44,6 +45,10 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  void Reset(int fd) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
   // Closes now, reporting the error close(2) gives (NFS and Gluster report
   // write errors there).
   Status Close(const std::string& path) {
@@ -96,11 +101,25 @@ Status WriteAll(int fd, const void* data, size_t len, const std::string& path) {
 
 // Writes `text` to `path` atomically and durably: a temporary name in the same
 // directory, fsync, rename, fsync of the directory.
+// Several nodes may publish the same MANIFEST at once (each found every
+// part present), and process ids repeat across hosts: the temporary name
+// carries the host, the pid and a random word, and is created exclusively.
 Status Publish(const std::string& path, const std::string& text) {
   static std::atomic<unsigned> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
+  char host[256] = "host";
+  (void)gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  std::random_device rd;
+  std::string tmp;
+  Fd fd(-1);
+  for (int attempt = 0; attempt < 8 && fd.get() < 0; ++attempt) {
+    char word[17];
+    std::snprintf(word, sizeof word, "%08x%08x", rd(), rd());
+    tmp = path + ".tmp." + host + "." + std::to_string(getpid()) + "." + std::to_string(counter++) + "." + word;
+    fd.Reset(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (fd.get() < 0 && errno != EEXIST) break;
+  }
   {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) return Status::FromErrno(errno, "create " + tmp);
     Status s = WriteAll(fd.get(), text.data(), text.size(), tmp);
     if (s.ok() && ::fsync(fd.get()) != 0) s = Status::FromErrno(errno, "fsync " + tmp);

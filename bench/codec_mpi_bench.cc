@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_mix.h"
 #include "dlckpt/base/version.h"
 #include "dlckpt/codec/erasure.h"
 #include "dlckpt/codec/groups.h"
@@ -90,20 +91,6 @@ bool Parse(int argc, char** argv, Args* a) {
     return false;
   }
   return true;
-}
-
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-void Fill(uint8_t* p, size_t len, uint64_t seed) {
-  for (size_t i = 0; i < len; i += 8) {
-    uint64_t w = Mix64(seed + i);
-    std::memcpy(p + i, &w, std::min<size_t>(8, len - i));
-  }
 }
 
 // Pre-touched, 64-byte aligned buffer.
@@ -226,7 +213,7 @@ int main(int argc, char** argv) {
   // Data: one buffer, presented as 64 KiB extents.
   Buffer data(is_data ? bytes : 0);
   const uint64_t seed = static_cast<uint64_t>(g_rank) << 40;
-  if (is_data) Fill(data.data, bytes, seed);
+  if (is_data) bench::Fill(data.data, bytes, seed);
   auto extents_of = [](const uint8_t* p, size_t len) {
     std::vector<Extent> ex;
     for (size_t off = 0; off < len; off += 64 << 10)
@@ -370,7 +357,7 @@ int main(int argc, char** argv) {
       const int w = chunk - n;
       const int lost_rank = group->data[lost[w]].codec_rank;
       Buffer want(bytes);
-      Fill(want.data, bytes, static_cast<uint64_t>(lost_rank) << 40);
+      bench::Fill(want.data, bytes, static_cast<uint64_t>(lost_rank) << 40);
       auto got = rebuilt.output(w);
       if (got.size() != bytes || std::memcmp(got.data(), want.data, bytes) != 0)
         Die("rebuilt image of rank " + std::to_string(lost_rank) + " differs");

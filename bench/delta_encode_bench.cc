@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "bench_mix.h"
 #include "dlckpt/base/version.h"
 #include "dlckpt/codec/delta.h"
 #include "dlckpt/codec/delta_transport.h"
@@ -56,20 +57,6 @@ void Die(const std::string& msg) {
   std::fprintf(stderr, "dlckpt-bench-delta-encode: rank %d: %s\n", g_rank, msg.c_str());
   if (!g_store.empty()) (void)memfs::Store::Destroy(g_store);
   MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-void Fill(uint8_t* p, size_t len, uint64_t seed) {
-  for (size_t i = 0; i < len; i += 8) {
-    uint64_t w = Mix64(seed + i);
-    std::memcpy(p + i, &w, std::min<size_t>(8, len - i));
-  }
 }
 
 void Quiet(MPI_Request* req) {
@@ -282,7 +269,7 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> buf(16u << 20);
     for (uint64_t off = 0; off < file_bytes; off += buf.size()) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), file_bytes - off));
-      Fill(buf.data(), n, Mix64(g_rank) + off);
+      bench::Fill(buf.data(), n, bench::SplitMix64(g_rank) + off);
       if (!store->Pwrite(fd, buf.data(), n, off).ok()) Die("write");
     }
     auto c = store->Commit(++epoch);
@@ -424,11 +411,11 @@ int main(int argc, char** argv) {
       if (data) {
         epoch = my_store->epochs().next;
         uint64_t n = std::max<uint64_t>(8, static_cast<uint64_t>(static_cast<double>(file_bytes) * f)) / 8 * 8;
-        uint64_t start = (Mix64(step + 77) % (file_bytes - n + 1)) / 8 * 8;
+        uint64_t start = (bench::SplitMix64(step + 77) % (file_bytes - n + 1)) / 8 * 8;
         std::vector<uint8_t> buf(std::min<uint64_t>(n, 16u << 20));
         for (uint64_t off = 0; off < n; off += buf.size()) {
           size_t m = static_cast<size_t>(std::min<uint64_t>(buf.size(), n - off));
-          Fill(buf.data(), m, Mix64(epoch * 1000 + g_rank) + off);
+          bench::Fill(buf.data(), m, bench::SplitMix64(epoch * 1000 + g_rank) + off);
           if (!my_store->Pwrite(fd, buf.data(), m, start + off).ok()) Die("rewrite");
         }
         auto c = my_store->Commit(epoch);

@@ -16,28 +16,8 @@
 
 #include "dlckpt/dlckpt.h"
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static void die(int rank, const char* what) {
-  const char* detail = strncmp(what, "dlckpt_", 7) == 0 ? dlckpt_last_error() : strerror(errno);
-  fprintf(stderr, "ckpt_app rank %d: %s: %s\n", rank, what, detail);
-  /* Hydra kills the job's output forwarding with MPI_Abort: let it drain. */
-  sleep_ms(300);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
+#define TEST_APP_NAME "ckpt_app"
+#include "../common/test_app.h"
 
 int main(int argc, char** argv) {
   int iters = 10, kib = 256, sleep = 50, pieces = 4;

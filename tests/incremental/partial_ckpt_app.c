@@ -23,28 +23,10 @@
 
 #include "dlckpt/dlckpt.h"
 
+#define TEST_APP_NAME "partial_ckpt_app"
+#include "../common/test_app.h"
+
 #define HEADER 64
-
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static void die(int rank, const char* what) {
-  const char* detail = strncmp(what, "dlckpt_", 7) == 0 ? dlckpt_last_error() : strerror(errno);
-  fprintf(stderr, "partial_ckpt_app rank %d: %s: %s\n", rank, what, detail);
-  sleep_ms(300);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
 
 /* The stretch of words iteration `it` changes: [*start, *start + n). */
 static void stretch(size_t words, size_t n, int it, size_t* start) {

@@ -119,15 +119,13 @@ Status Publish(const std::string& path, const std::string& text) {
     fd.Reset(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0 && errno != EEXIST) break;
   }
-  {
-    if (fd.get() < 0) return Status::FromErrno(errno, "create " + tmp);
-    Status s = WriteAll(fd.get(), text.data(), text.size(), tmp);
-    if (s.ok() && ::fsync(fd.get()) != 0) s = Status::FromErrno(errno, "fsync " + tmp);
-    if (s.ok()) s = fd.Close(tmp);
-    if (!s.ok()) {
-      ::unlink(tmp.c_str());
-      return s;
-    }
+  if (fd.get() < 0) return Status::FromErrno(errno, "create " + tmp);
+  Status written = WriteAll(fd.get(), text.data(), text.size(), tmp);
+  if (written.ok() && ::fsync(fd.get()) != 0) written = Status::FromErrno(errno, "fsync " + tmp);
+  if (written.ok()) written = fd.Close(tmp);
+  if (!written.ok()) {
+    ::unlink(tmp.c_str());
+    return written;
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     Status s = Status::FromErrno(errno, "rename " + tmp + " to " + path);

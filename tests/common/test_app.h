@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +42,18 @@ static inline void die(int rank, const char* what) {
   /* Hydra kills the job's output forwarding with MPI_Abort: let it drain. */
   sleep_ms(300);
   MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* The checksum of every rank's state, combined on rank 0 (the same with or
+ * without failures when the states are): mixes each rank's words and rank,
+ * XORs them across ranks. Collective over MPI_COMM_WORLD; rank 0's result. */
+static inline uint64_t global_checksum(const uint64_t* state, size_t words, int rank) {
+  uint64_t h = 0;
+  for (size_t i = 0; i < words; ++i) h = mix(h ^ state[i]);
+  h = mix(h + (uint64_t)rank);
+  uint64_t total = 0;
+  MPI_Reduce(&h, &total, 1, MPI_UINT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
+  return total;
 }
 
 #endif /* DLCKPT_TESTS_COMMON_TEST_APP_H_ */

@@ -96,11 +96,7 @@ int main(int argc, char** argv) {
     fflush(stdout);
   }
   (void)coupling;
-  uint64_t h = 0;
-  for (size_t i = 0; i < words; ++i) h = mix(h ^ state[i]);
-  h = mix(h + (uint64_t)rank);
-  uint64_t total = 0;
-  MPI_Reduce(&h, &total, 1, MPI_UINT64_T, MPI_BXOR, 0, MPI_COMM_WORLD);
+  uint64_t total = global_checksum(state, words, rank);
   if (dlckpt_finalize() != 0) die(rank, "dlckpt_finalize");
   if (rank == 0) printf("checksum: %016llx\n", (unsigned long long)total);
   free(state);

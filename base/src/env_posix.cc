@@ -13,6 +13,7 @@
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
+#include "env_internal.h"
 
 namespace dlckpt {
 
@@ -65,6 +66,8 @@ Status CheckShmName(const std::string& name) {
 // Where glibc's shm_open puts `name` (the form ListShm reads too).
 std::string ShmPath(const std::string& name) { return "/dev/shm" + name; }
 
+}  // namespace
+
 const char* FileType(mode_t mode) {
   if (S_ISREG(mode)) return "a regular file";
   if (S_ISDIR(mode)) return "a directory";
@@ -81,6 +84,8 @@ std::string OctalMode(mode_t mode) {
   std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
   return buf;
 }
+
+namespace {
 
 // Refuses an object that this process's uid did not create through
 // CreateShm: another uid's (it could change the bytes under us, or have
@@ -199,41 +204,6 @@ Result<std::vector<std::string>> Env::ListShm(std::string_view prefix) {
   closedir(dir);
   std::sort(out.begin(), out.end());
   return out;
-}
-
-Status Env::WriteFileAtomic(const std::string& path, std::string_view contents, mode_t mode) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return Status::FromErrno(errno, "open " + tmp);
-  if (fchmod(fd, mode) != 0) {
-    int err = errno;
-    close(fd);
-    unlink(tmp.c_str());
-    return Status::FromErrno(err, "fchmod " + tmp);
-  }
-  size_t done = 0;
-  while (done < contents.size()) {
-    ssize_t n = write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return Status::FromErrno(err, "write " + tmp);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (close(fd) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return Status::FromErrno(err, "close " + tmp);
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    unlink(tmp.c_str());
-    return Status::FromErrno(err, "rename " + tmp + " -> " + path);
-  }
-  return Status::OK();
 }
 
 Result<std::string> Env::ReadFile(const std::string& path, size_t max_bytes) {

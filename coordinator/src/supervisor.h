@@ -112,6 +112,7 @@ class Supervisor {
   // drained epoch, replaces lost virtual nodes (hosts: needs enough live
   // ones), relaunches the codec; the next LaunchApp restores from it.
   Status RestartFromDrained(RecoveryTimes* t);
+  // --persist's job directory (created, or refused if unsafe) and
   // --restart-from at the first launch.
   Status PrepareRestartFrom();
   // Halt: stops the application, drains the newest epoch every store

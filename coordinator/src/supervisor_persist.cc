@@ -100,7 +100,17 @@ Result<std::string> Supervisor::ChooseDrainedEpoch(const std::string& job_dir) {
 Status Supervisor::RestartFromDrained(RecoveryTimes* t) {
   const double t0 = Now();
   const std::string job_dir = persist::JobDir(Absolute(o_.persist), o_.job);
-  DLCKPT_ASSIGN_OR_RETURN(std::string edir, ChooseDrainedEpoch(job_dir));
+  auto chosen = ChooseDrainedEpoch(job_dir);
+  std::string edir;
+  if (chosen.ok()) {
+    edir = *chosen;
+  } else if (chosen.status().code() == ENOENT && last_epoch_ == 0) {
+    // Nothing protected in this run yet: start where the run started, from
+    // the epoch it was restored from (--restart-from), or from scratch.
+    edir = restore_dir_;
+  } else {
+    return chosen.status();
+  }
   if (o_.hosts.empty()) {
     // Fresh virtual nodes replace the lost ones, as a new allocation would.
     dead_.clear();
@@ -134,8 +144,9 @@ Status Supervisor::RestartFromDrained(RecoveryTimes* t) {
     }
   }
   restore_dir_ = edir;
-  t->what = "restart from the persistent copy: drained epoch " + fs::path(edir).filename().string().substr(6) +
-            " (" + edir + ")";
+  t->what = edir.empty() ? std::string("a fresh start on fresh nodes: no epoch was protected or drained yet")
+                         : "restart from the persistent copy: drained epoch " +
+                               fs::path(edir).filename().string().substr(6) + " (" + edir + ")";
   Log(t->what);
   t->survey = Now() - t0;
   double t1 = Now();
@@ -145,6 +156,15 @@ Status Supervisor::RestartFromDrained(RecoveryTimes* t) {
 }
 
 Status Supervisor::PrepareRestartFrom() {
+  if (!o_.persist.empty()) {
+    // DIR/<job> is this user's alone (0700) or the run does not start: a
+    // directory another user planted or can write is refused, saying why.
+    // One that cannot be made now (a file system not mounted yet, full) is
+    // the drains' problem: they warn, and the run goes on protected by parity.
+    Status p = persist::PrepareJobDir(persist::JobDir(Absolute(o_.persist), o_.job));
+    if (p.code() == EPERM) return p.Prefixed("--persist " + o_.persist);
+    if (!p.ok()) Log("warning: --persist " + o_.persist + ": " + p.message() + "; the drains will try again");
+  }
   if (o_.restart_from.empty()) return Status::OK();
   DLCKPT_ASSIGN_OR_RETURN(std::string job_dir, persist::FindJobDir(Absolute(o_.restart_from), o_.job));
   auto edir = ChooseDrainedEpoch(job_dir);

@@ -45,10 +45,15 @@ commands:
   drained DIR             epochs drained to a persistence directory (dlckpt-run
                           --persist DIR: DIR, DIR/<job> or DIR/<job>/epoch.E),
                           newest first, with their state: complete,
-                          incomplete (a drain that did not finish) or corrupt
-  verify-drained DIR      read every file of the newest complete drained epoch
-                          (or --epoch E) and check its size and CRC32C against
-                          the manifest; exit 1 naming the first bad file
+                          incomplete (a drain that did not finish), corrupt,
+                          or refused (a link, another user's, or writable by
+                          others: never used)
+  verify-drained DIR      read every file of the epoch a restart would use
+                          (the newest complete one that verifies; or --epoch
+                          E) and check its size and CRC32C against the
+                          manifest; says which newer epochs it skipped and
+                          why, and exits 1 if one is corrupt or refused, or
+                          naming the first bad file
   drain DIR --job J --ranks N
                           copy every store of job J on this node (--node N,
                           default $DLCKPT_NODE or the host name) at the epoch
@@ -372,6 +377,10 @@ int CmdDrained(const Args& a) {
   return 0;
 }
 
+// Without --epoch: the epoch a restart would use (the newest complete one
+// that verifies), saying which newer epochs were skipped and why; exit 1 if
+// the newest epoch is not that one, unless it is only incomplete (a drain in
+// progress). With --epoch: that epoch, exit 1 unless it verifies.
 int CmdVerifyDrained(const Args& a) {
   if (a.pos.empty()) return Usage("verify-drained needs DIR");
   uint64_t want = a.epoch;
@@ -379,25 +388,45 @@ int CmdVerifyDrained(const Args& a) {
   if (!job_dir.ok()) return Fail(job_dir.status());
   auto all = persist::ListEpochs(*job_dir);
   if (!all.ok()) return Fail(all.status());
+  std::string skipped;  // newer epochs that are damaged, refused or fail verification
   for (const auto& e : *all) {
-    if (want != 0 ? e.epoch != want : e.state != persist::EpochState::kComplete) continue;
+    if (want != 0 && e.epoch != want) continue;
+    const std::string name = "drained epoch " + std::to_string(e.epoch) + " in " + *job_dir;
+    Status s;
     if (e.state != persist::EpochState::kComplete) {
-      return Fail(Status::Corruption("drained epoch " + std::to_string(e.epoch) + " in " + *job_dir + " is " +
-                                     persist::EpochStateName(e.state) + ": " + e.problem));
+      s = Status::Corruption(name + " is " + persist::EpochStateName(e.state) + ": " + e.problem);
+    } else {
+      const bool tty = isatty(STDERR_FILENO) != 0;
+      s = persist::VerifyEpoch(e.dir, [&](uint64_t done, uint64_t total) {
+        if (tty) std::fprintf(stderr, "\rverifying epoch %" PRIu64 ": %" PRIu64 " of %" PRIu64 " bytes", e.epoch,
+                              done, total);
+      });
+      if (tty) std::fputc('\n', stderr);
     }
-    const bool tty = isatty(STDERR_FILENO) != 0;
-    Status s = persist::VerifyEpoch(e.dir, [&](uint64_t done, uint64_t total) {
-      if (tty) std::fprintf(stderr, "\rverifying: %" PRIu64 " of %" PRIu64 " bytes", done, total);
-    });
-    if (tty) std::fputc('\n', stderr);
-    if (!s.ok()) return Fail(s);
+    if (!s.ok()) {
+      if (want != 0) return Fail(s);
+      std::fprintf(stderr, "dlckpt-store: skipped %s\n", s.ToString().c_str());
+      if (e.state != persist::EpochState::kIncomplete) {
+        skipped += (skipped.empty() ? "" : ", ") + std::to_string(e.epoch) + " " +
+                   (e.state == persist::EpochState::kComplete ? "fails verification" : persist::EpochStateName(e.state));
+      }
+      continue;
+    }
     std::printf("drained epoch %" PRIu64 " in %s: %d rank(s), %" PRIu64 " file(s), %" PRIu64
                 " bytes: every CRC32C matches\n",
                 e.epoch, e.dir.c_str(), e.ranks, e.files, e.bytes);
+    if (!skipped.empty()) {
+      std::fprintf(stderr,
+                   "dlckpt-store: the newest drained epoch is not usable (skipped: %s); a restart would use epoch "
+                   "%" PRIu64 "\n",
+                   skipped.c_str(), e.epoch);
+      return 1;
+    }
     return 0;
   }
   return Fail(Status::NotFound(want != 0 ? "no drained epoch " + std::to_string(want) + " in " + *job_dir
-                                         : "no complete drained epoch in " + *job_dir));
+                                         : "no complete drained epoch that verifies in " + *job_dir +
+                                               (skipped.empty() ? "" : " (skipped: " + skipped + ")")));
 }
 
 // drain DIR --job J --ranks N: this node's stores of job J, each at the

@@ -14,12 +14,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <random>
-#include <set>
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "dlckpt/base/crc32c.h"
+#include "dlckpt/base/env.h"
 
 namespace dlckpt::persist {
 namespace {
@@ -28,6 +28,14 @@ namespace fs = std::filesystem;
 
 constexpr const char* kMagic = "dlckpt-manifest 1";
 constexpr const char* kManifest = "MANIFEST";
+// Bounds of what is read from a persistent directory: a manifest line is at
+// most kMaxLine bytes (memfs paths are at most 255), a store holds at most
+// kMaxFilesPerRank files, so a rank's part is at most kMaxPartBytes and the
+// MANIFEST at most its header plus the parts it was made of.
+constexpr size_t kMaxLine = 384;
+constexpr size_t kMaxFilesPerRank = size_t{1} << 20;
+constexpr size_t kMaxHeader = 4096;
+constexpr size_t kMaxPartBytes = kMaxHeader + kMaxFilesPerRank * kMaxLine;
 
 double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -35,110 +43,144 @@ double Seconds() {
 
 std::string PartName(int rank) { return "rank." + std::to_string(rank) + ".list"; }
 
-// A file descriptor closed on scope exit.
-class Fd {
+bool IsPartName(const std::string& n) {
+  return n.rfind("rank.", 0) == 0 && n.size() > 10 && n.compare(n.size() - 5, 5, ".list") == 0 &&
+         n.find_first_not_of("0123456789", 5) == n.size() - 5;
+}
+
+Env* Or(Env* env) { return env != nullptr ? env : Env::Default(); }
+
+// Splits "A/B/C" (or "/A/B/C") into its components; EINVAL for an empty,
+// "." or ".." component: a drained path never leaves its rank directory.
+Result<std::vector<std::string>> Components(const std::string& path, const std::string& what) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < path.size()) {
+    size_t next = path.find('/', pos);
+    if (next == std::string::npos) next = path.size();
+    std::string c = path.substr(pos, next - pos);
+    if (!c.empty()) {
+      if (c == "." || c == "..") return Status::InvalidArgument(what + ": path " + path + " has a '" + c + "' component");
+      out.push_back(std::move(c));
+    }
+    pos = next + 1;
+  }
+  if (out.empty()) return Status::InvalidArgument(what + ": empty path");
+  return out;
+}
+
+// Opens directory `name` of `dir` (creating it 0700 with `create`) and
+// checks it is a directory of this uid that no one else can write.
+Result<File> OpenOwnedDir(Env* env, const File& dir, const std::string& name, bool create) {
+  auto opened = env->OpenDirAt(dir, name, create, 0700);
+  if (!opened.ok()) {
+    // A link or a file in its place is refused like another user's directory.
+    const int code = opened.status().code();
+    return code == ELOOP || code == ENOTDIR ? Status::Error(EPERM, opened.status().message()) : opened.status();
+  }
+  File d = std::move(*opened);
+  DLCKPT_ASSIGN_OR_RETURN(struct stat st, env->Stat(d));
+  DLCKPT_RETURN_IF_ERROR(Env::CheckOwned(st, d.path(), FileKind::kDirectory));
+  // Where it writes, an own directory others can read (made by hand, or by
+  // mkdir -p) is made private too.
+  if (create && (st.st_mode & 077) != 0) DLCKPT_RETURN_IF_ERROR(env->Chmod(d, 0700));
+  return d;
+}
+
+// The job directory `job_dir` = PARENT/LEAF: PARENT as the user named it,
+// LEAF never through a link, owned by this uid and not writable by others.
+Result<File> OpenJob(Env* env, const std::string& job_dir, bool create) {
+  std::string d = job_dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const size_t slash = d.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : d.substr(0, slash);
+  const std::string leaf = slash == std::string::npos ? d : d.substr(slash + 1);
+  if (leaf.empty() || leaf == "." || leaf == "..") {
+    // "/", "." or "..": the user's own directory, checked as it is.
+    DLCKPT_ASSIGN_OR_RETURN(File f, env->OpenDir(d));
+    DLCKPT_ASSIGN_OR_RETURN(struct stat st, env->Stat(f));
+    DLCKPT_RETURN_IF_ERROR(Env::CheckOwned(st, d, FileKind::kDirectory));
+    return f;
+  }
+  auto p = env->OpenDir(parent);
+  if (!p.ok() && p.status().code() == ENOENT && create) {
+    // A --persist DIR that does not exist yet: made as mkdir -p would, 0700.
+    for (size_t pos = 1; pos != std::string::npos;) {
+      pos = parent.find('/', pos + 1);
+      const std::string cur = parent.substr(0, pos);
+      if (::mkdir(cur.c_str(), 0700) != 0 && errno != EEXIST) return Status::FromErrno(errno, "mkdir " + cur);
+    }
+    p = env->OpenDir(parent);
+  }
+  if (!p.ok()) return p.status();
+  return OpenOwnedDir(env, *p, leaf, create);
+}
+
+// Splits an epoch directory path into the job directory and "epoch.E".
+Result<File> OpenEpoch(Env* env, const std::string& epoch_dir) {
+  std::string d = epoch_dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  const size_t slash = d.rfind('/');
+  const std::string job_dir = slash == std::string::npos ? "." : slash == 0 ? "/" : d.substr(0, slash);
+  DLCKPT_ASSIGN_OR_RETURN(File job, OpenJob(env, job_dir, false));
+  return OpenOwnedDir(env, job, slash == std::string::npos ? d : d.substr(slash + 1), false);
+}
+
+// Reads small file `name` of `dir`: a regular file of this uid that no one
+// else can write, at most `max_bytes`.
+Result<std::string> ReadOwned(Env* env, const File& dir, const std::string& name, size_t max_bytes) {
+  return env->ReadFileAt(dir, name, max_bytes, /*owned=*/true);
+}
+
+// Reads and parses the MANIFEST of an opened epoch directory. Its size is
+// bounded by the rank parts it was made of.
+Result<Manifest> ReadManifestAt(Env* env, const File& edir) {
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(edir));
+  size_t bound = kMaxHeader;
+  bool parts = false;
+  for (const auto& n : names) {
+    if (!IsPartName(n)) continue;
+    auto st = env->StatAt(edir, n);
+    if (st.ok() && S_ISREG(st->st_mode)) {
+      bound += std::min<size_t>(static_cast<size_t>(st->st_size), kMaxPartBytes);
+      parts = true;
+    }
+  }
+  if (!parts) return Status::Corruption("manifest " + edir.Child(kManifest) + ": no rank part (rank.*.list) beside it");
+  DLCKPT_ASSIGN_OR_RETURN(std::string text, ReadOwned(env, edir, kManifest, bound));
+  return ParseManifest(text, edir.Child(kManifest));
+}
+
+// The directories of a drain, opened once, by their path below the epoch
+// directory ("" is the epoch directory itself); all are synced at the end.
+class DirTree {
  public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
+  DirTree(Env* env, File root) : env_(env) { dirs_.emplace("", std::move(root)); }
+  // The directory holding `components` minus the last, creating what is missing.
+  Result<const File*> ParentOf(const std::vector<std::string>& components, size_t upto, bool create) {
+    std::string key;
+    const File* cur = &dirs_.at("");
+    for (size_t i = 0; i < upto; ++i) {
+      key += "/" + components[i];
+      auto it = dirs_.find(key);
+      if (it == dirs_.end()) {
+        DLCKPT_ASSIGN_OR_RETURN(File d, OpenOwnedDir(env_, *cur, components[i], create));
+        it = dirs_.emplace(key, std::move(d)).first;
+      }
+      cur = &it->second;
+    }
+    return cur;
   }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void Reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-  // Closes now, reporting the error close(2) gives (NFS and Gluster report
-  // write errors there).
-  Status Close(const std::string& path) {
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) return Status::FromErrno(errno, "close " + path);
+  const File& root() const { return dirs_.at(""); }
+  Status SyncAll() {
+    for (auto& [key, d] : dirs_) DLCKPT_RETURN_IF_ERROR(env_->Sync(d));
     return Status::OK();
   }
 
  private:
-  int fd_;
+  Env* env_;
+  std::map<std::string, File> dirs_;
 };
-
-Status MakeDirs(const std::string& dir, std::set<std::string>* made = nullptr) {
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    cur = dir.substr(0, pos);
-    if (cur.empty()) continue;
-    if (::mkdir(cur.c_str(), 0755) == 0) {
-      if (made) made->insert(cur);
-    } else if (errno != EEXIST) {
-      return Status::FromErrno(errno, "mkdir " + cur);
-    }
-  }
-  return Status::OK();
-}
-
-Status FsyncPath(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return Status::FromErrno(errno, "open " + path);
-  if (::fsync(fd.get()) != 0 && errno != EINVAL) return Status::FromErrno(errno, "fsync " + path);
-  return Status::OK();
-}
-
-Status WriteAll(int fd, const void* data, size_t len, const std::string& path) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (len > 0) {
-    ssize_t n = ::write(fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno(errno, "write " + path);
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-  return Status::OK();
-}
-
-// Writes `text` to `path` atomically and durably: a temporary name in the same
-// directory, fsync, rename, fsync of the directory.
-// Several nodes may publish the same MANIFEST at once (each found every
-// part present), and process ids repeat across hosts: the temporary name
-// carries the host, the pid and a random word, and is created exclusively.
-Status Publish(const std::string& path, const std::string& text) {
-  static std::atomic<unsigned> counter{0};
-  char host[256] = "host";
-  (void)gethostname(host, sizeof host - 1);
-  host[sizeof host - 1] = '\0';
-  std::random_device rd;
-  std::string tmp;
-  Fd fd(-1);
-  for (int attempt = 0; attempt < 8 && fd.get() < 0; ++attempt) {
-    char word[17];
-    std::snprintf(word, sizeof word, "%08x%08x", rd(), rd());
-    tmp = path + ".tmp." + host + "." + std::to_string(getpid()) + "." + std::to_string(counter++) + "." + word;
-    fd.Reset(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (fd.get() < 0 && errno != EEXIST) break;
-  }
-  if (fd.get() < 0) return Status::FromErrno(errno, "create " + tmp);
-  Status written = WriteAll(fd.get(), text.data(), text.size(), tmp);
-  if (written.ok() && ::fsync(fd.get()) != 0) written = Status::FromErrno(errno, "fsync " + tmp);
-  if (written.ok()) written = fd.Close(tmp);
-  if (!written.ok()) {
-    ::unlink(tmp.c_str());
-    return written;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = Status::FromErrno(errno, "rename " + tmp + " to " + path);
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  return FsyncPath(fs::path(path).parent_path().string());
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 // Paces a copy to `bandwidth` bytes per second from `start`.
 void Pace(double bandwidth, double start, uint64_t done) {
@@ -222,32 +264,30 @@ Result<Manifest> ParseManifest(const std::string& text, const std::string& what)
   return m;
 }
 
-Result<Manifest> ReadManifest(const std::string& epoch_dir) {
-  const std::string path = epoch_dir + "/" + kManifest;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return Status::FromErrno(errno, "open " + path);
-  std::string text;
-  char buf[65536];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-  bool err = std::ferror(f) != 0;
-  std::fclose(f);
-  if (err) return Status::IOError("read " + path);
-  return ParseManifest(text, path);
+Result<Manifest> ReadManifest(const std::string& epoch_dir, Env* env) {
+  env = Or(env);
+  DLCKPT_ASSIGN_OR_RETURN(File edir, OpenEpoch(env, epoch_dir));
+  return ReadManifestAt(env, edir);
+}
+
+Status PrepareJobDir(const std::string& job_dir, Env* env) {
+  env = Or(env);
+  return OpenJob(env, job_dir, true).status();
 }
 
 Result<DrainResult> DrainRank(memfs::Store& view, const std::string& job_dir, const std::string& job,
                               uint64_t epoch, int rank, int ranks, const DrainOptions& o) {
+  Env* env = Or(o.env);
   DrainResult r;
   const double start = Seconds();
-  const std::string edir = EpochDir(job_dir, epoch);
   const std::string where = "store " + view.name() + " (rank " + std::to_string(rank) + ", epoch " +
                             std::to_string(epoch) + ")";
   DLCKPT_ASSIGN_OR_RETURN(std::vector<memfs::FileInfo> files, view.List("/"));
-  std::set<std::string> dirs;
-  const std::string rdir = edir + "/r" + std::to_string(rank);
-  DLCKPT_RETURN_IF_ERROR(MakeDirs(rdir, &dirs));
-  dirs.insert(rdir);
-  dirs.insert(edir);
+  DLCKPT_ASSIGN_OR_RETURN(File jobf, OpenJob(env, job_dir, true));
+  DLCKPT_ASSIGN_OR_RETURN(File edirf, OpenOwnedDir(env, jobf, "epoch." + std::to_string(epoch), true));
+  DirTree tree(env, std::move(edirf));
+  const std::string rname = "r" + std::to_string(rank);
+  DLCKPT_RETURN_IF_ERROR(tree.ParentOf({rname, ""}, 1, true).status());
   Manifest part;
   part.job = job;
   part.epoch = epoch;
@@ -262,26 +302,26 @@ Result<DrainResult> DrainRank(memfs::Store& view, const std::string& job_dir, co
     if (fi.path.find('\n') != std::string::npos) {
       return Status::InvalidArgument(where + ": path with a newline cannot be drained: " + fi.path);
     }
-    const std::string dst = DataPath(edir, rank, fi.path);
-    const std::string parent = fs::path(dst).parent_path().string();
-    DLCKPT_RETURN_IF_ERROR(MakeDirs(parent, &dirs));
+    DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> comps, Components(fi.path, where));
+    comps.insert(comps.begin(), rname);
     ManifestFile mf{rank, fi.path, fi.size, fi.crc32c, fi.mode};
     if (S_ISDIR(fi.mode)) {
-      DLCKPT_RETURN_IF_ERROR(MakeDirs(dst, &dirs));
-      dirs.insert(dst);
+      DLCKPT_RETURN_IF_ERROR(tree.ParentOf(comps, comps.size(), true).status());
       part.files.push_back(std::move(mf));
       continue;
     }
-    dirs.insert(parent);
+    DLCKPT_ASSIGN_OR_RETURN(const File* parent, tree.ParentOf(comps, comps.size() - 1, true));
     DLCKPT_ASSIGN_OR_RETURN(int sfd, view.Open(fi.path, O_RDONLY));
-    Fd out(::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (out.get() < 0) {
-      (void)view.Close(sfd);
-      return Status::FromErrno(errno, "create " + dst);
+    auto out = env->OpenAt(*parent, comps.back(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    Status s = out.status();
+    if (s.ok()) {
+      // A file left by an earlier attempt of this drain is this uid's (the
+      // directory is); anything else is refused.
+      auto st = env->Stat(*out);
+      s = st.ok() ? Env::CheckOwned(*st, out->path(), FileKind::kRegular) : st.status();
     }
     uint32_t crc = 0;
     uint64_t off = 0;
-    Status s;
     while (s.ok() && off < fi.size) {
       s = CheckCancel(o, where);
       if (!s.ok()) break;
@@ -315,7 +355,7 @@ Result<DrainResult> DrainRank(memfs::Store& view, const std::string& job_dir, co
         break;
       }
       crc = Crc32c(piece.data, piece.len, crc);
-      s = WriteAll(out.get(), piece.data, piece.len, dst);
+      s = env->WriteAll(*out, piece.data, piece.len);
       off += piece.len;
       r.bytes += piece.len;
       Pace(o.bandwidth, start, r.bytes);
@@ -327,34 +367,46 @@ Result<DrainResult> DrainRank(memfs::Store& view, const std::string& job_dir, co
       std::snprintf(msg, sizeof msg, ": CRC32C %08x, committed %08x", crc, fi.crc32c);
       s = Status::Corruption(where + ": " + fi.path + msg);
     }
-    if (s.ok() && ::fsync(out.get()) != 0) s = Status::FromErrno(errno, "fsync " + dst);
-    if (s.ok()) s = out.Close(dst);
+    if (s.ok()) s = env->Sync(*out);
+    if (s.ok()) s = env->Close(*out);
     DLCKPT_RETURN_IF_ERROR(s);
     part.files.push_back(std::move(mf));
     ++r.files;
   }
-  for (const auto& d : dirs) DLCKPT_RETURN_IF_ERROR(FsyncPath(d));
+  DLCKPT_RETURN_IF_ERROR(tree.SyncAll());
+  DLCKPT_RETURN_IF_ERROR(env->Sync(jobf));
   if (o.hold_before_publish > 0) {
     std::this_thread::sleep_for(std::chrono::duration<double>(o.hold_before_publish));
   }
-  DLCKPT_RETURN_IF_ERROR(Publish(edir + "/" + PartName(rank), FormatManifest(part)));
+  const File& edir = tree.root();
+  DLCKPT_RETURN_IF_ERROR(env->PublishAt(edir, PartName(rank), FormatManifest(part), 0600));
 
   // The rank that finds every part present publishes the whole manifest.
+  // Any error but ENOENT is the drain's: a part or MANIFEST left unpublished
+  // by an I/O error must not look like another rank's job.
+  // Only a regular file counts: anything else in its place is replaced.
+  auto present = [&](const std::string& name) -> Result<bool> {
+    auto st = env->StatAt(edir, name);
+    if (st.ok()) return S_ISREG(st->st_mode);
+    if (st.status().code() == ENOENT) return false;
+    return st.status();
+  };
   bool all = true;
-  for (int i = 0; i < ranks && all; ++i) all = Exists(edir + "/" + PartName(i));
-  if (all && !Exists(edir + "/" + kManifest)) {
+  for (int i = 0; i < ranks && all; ++i) {
+    DLCKPT_ASSIGN_OR_RETURN(all, present(PartName(i)));
+  }
+  bool published = false;
+  if (all) {
+    DLCKPT_ASSIGN_OR_RETURN(published, present(kManifest));
+  }
+  if (all && !published) {
     Manifest whole;
     whole.job = job;
     whole.epoch = epoch;
     whole.ranks = ranks;
     for (int i = 0; i < ranks; ++i) {
-      const std::string p = edir + "/" + PartName(i);
-      std::FILE* f = std::fopen(p.c_str(), "rb");
-      if (f == nullptr) return Status::FromErrno(errno, "open " + p);
-      std::string text;
-      char b[65536];
-      for (size_t n; (n = std::fread(b, 1, sizeof b, f)) > 0;) text.append(b, n);
-      std::fclose(f);
+      DLCKPT_ASSIGN_OR_RETURN(std::string text, ReadOwned(env, edir, PartName(i), kMaxPartBytes));
+      const std::string p = edir.Child(PartName(i));
       DLCKPT_ASSIGN_OR_RETURN(Manifest pm, ParseManifest(text, p));
       if (pm.epoch != epoch || pm.ranks != ranks) {
         return Status::Corruption("manifest part " + p + " is of epoch " + std::to_string(pm.epoch) + " with " +
@@ -366,7 +418,7 @@ Result<DrainResult> DrainRank(memfs::Store& view, const std::string& job_dir, co
         whole.files.push_back(std::move(f2));
       }
     }
-    DLCKPT_RETURN_IF_ERROR(Publish(edir + "/" + kManifest, FormatManifest(whole)));
+    DLCKPT_RETURN_IF_ERROR(env->PublishAt(edir, kManifest, FormatManifest(whole), 0600));
     r.published = true;
   }
   r.seconds = Seconds() - start;
@@ -378,83 +430,102 @@ const char* EpochStateName(EpochState s) {
     case EpochState::kComplete: return "complete";
     case EpochState::kIncomplete: return "incomplete";
     case EpochState::kCorrupt: return "corrupt";
+    case EpochState::kRefused: return "refused";
   }
   return "?";
 }
 
-Result<std::vector<DrainedEpoch>> ListEpochs(const std::string& job_dir) {
-  DIR* d = ::opendir(job_dir.c_str());
-  if (d == nullptr) return Status::FromErrno(errno, "open directory " + job_dir);
-  std::vector<DrainedEpoch> out;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.rfind("epoch.", 0) != 0 || name.size() == 6 ||
-        name.find_first_not_of("0123456789", 6) != std::string::npos) {
-      continue;
-    }
-    DrainedEpoch de;
-    de.epoch = std::strtoull(name.c_str() + 6, nullptr, 10);
-    de.dir = job_dir + "/" + name;
-    if (!Exists(de.dir + "/" + kManifest)) {
-      int parts = 0;
-      if (DIR* ed = ::opendir(de.dir.c_str())) {
-        while (dirent* pe = ::readdir(ed)) {
-          std::string pn = pe->d_name;
-          if (pn.rfind("rank.", 0) == 0 && pn.size() > 5 && pn.compare(pn.size() - 5, 5, ".list") == 0) ++parts;
-        }
-        ::closedir(ed);
-      }
-      de.problem = "no MANIFEST (" + std::to_string(parts) + " rank part(s) written): drain unfinished";
-    } else {
-      auto m = ReadManifest(de.dir);
-      if (!m.ok()) {
-        de.state = EpochState::kCorrupt;
-        de.problem = m.status().message();
-      } else if (m->epoch != de.epoch) {
-        de.state = EpochState::kCorrupt;
-        de.problem = "MANIFEST names epoch " + std::to_string(m->epoch);
-      } else {
-        de.state = EpochState::kComplete;
-        de.ranks = m->ranks;
-        for (const auto& f : m->files) {
-          if (S_ISDIR(f.mode)) continue;
-          ++de.files;
-          de.bytes += f.size;
-        }
-      }
-    }
-    out.push_back(std::move(de));
+namespace {
+
+bool IsEpochName(const std::string& name) {
+  return name.rfind("epoch.", 0) == 0 && name.size() > 6 && name.size() < 27 &&
+         name.find_first_not_of("0123456789", 6) == std::string::npos;
+}
+
+DrainedEpoch Inspect(Env* env, const File& job, const std::string& name) {
+  DrainedEpoch de;
+  de.epoch = std::strtoull(name.c_str() + 6, nullptr, 10);
+  de.dir = job.Child(name);
+  auto edir = OpenOwnedDir(env, job, name, false);
+  if (!edir.ok()) {
+    de.state = EpochState::kRefused;
+    de.problem = edir.status().message();
+    return de;
   }
-  ::closedir(d);
+  auto mst = env->StatAt(*edir, kManifest);
+  if (!mst.ok() && mst.status().code() == ENOENT) {
+    int parts = 0;
+    auto names = env->ListDir(*edir);
+    if (names.ok()) {
+      for (const auto& n : *names) parts += IsPartName(n) ? 1 : 0;
+    }
+    de.problem = "no MANIFEST (" + std::to_string(parts) + " rank part(s) written): drain unfinished";
+    return de;
+  }
+  auto m = ReadManifestAt(env, *edir);
+  if (!m.ok()) {
+    de.state = m.status().code() == EPERM || m.status().code() == ELOOP ? EpochState::kRefused : EpochState::kCorrupt;
+    de.problem = m.status().message();
+  } else if (m->epoch != de.epoch) {
+    de.state = EpochState::kCorrupt;
+    de.problem = "MANIFEST names epoch " + std::to_string(m->epoch);
+  } else {
+    de.state = EpochState::kComplete;
+    de.ranks = m->ranks;
+    for (const auto& f : m->files) {
+      if (S_ISDIR(f.mode)) continue;
+      ++de.files;
+      de.bytes += f.size;
+    }
+  }
+  return de;
+}
+
+}  // namespace
+
+Result<std::vector<DrainedEpoch>> ListEpochs(const std::string& job_dir, Env* env) {
+  env = Or(env);
+  DLCKPT_ASSIGN_OR_RETURN(File job, OpenJob(env, job_dir, false));
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(job));
+  std::vector<DrainedEpoch> out;
+  for (const auto& name : names) {
+    if (IsEpochName(name)) out.push_back(Inspect(env, job, name));
+  }
   std::sort(out.begin(), out.end(), [](const DrainedEpoch& a, const DrainedEpoch& b) { return a.epoch > b.epoch; });
   return out;
 }
 
 namespace {
 
-// Reads a drained file, checking size and CRC32C; calls `sink` with its bytes.
-Status ReadChecked(const std::string& epoch_dir, const ManifestFile& f,
+// Reads a drained file of an opened epoch directory: a regular file of this
+// uid that no one else can write, of the manifest's size (checked before
+// reading), whose bytes match the manifest's CRC32C; `sink` gets its bytes.
+Status ReadChecked(Env* env, DirTree& tree, const ManifestFile& f,
                    const std::function<Status(const uint8_t*, size_t)>& sink) {
-  const std::string path = DataPath(epoch_dir, f.rank, f.path);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return Status::FromErrno(errno, "drained file " + path);
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "stat " + path);
+  const std::string what = "drained file of rank " + std::to_string(f.rank) + " " + f.path;
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> comps, Components(f.path, what));
+  comps.insert(comps.begin(), "r" + std::to_string(f.rank));
+  DLCKPT_ASSIGN_OR_RETURN(const File* parent, tree.ParentOf(comps, comps.size() - 1, false));
+  DLCKPT_ASSIGN_OR_RETURN(File in, env->OpenAt(*parent, comps.back(), O_RDONLY, 0));
+  const std::string& path = in.path();
+  DLCKPT_ASSIGN_OR_RETURN(struct stat st, env->Stat(in));
+  DLCKPT_RETURN_IF_ERROR(Env::CheckOwned(st, path, FileKind::kRegular));
   if (static_cast<uint64_t>(st.st_size) != f.size) {
     return Status::Corruption("drained file " + path + " has " + std::to_string(st.st_size) +
                               " bytes, the manifest says " + std::to_string(f.size));
   }
-  std::vector<uint8_t> buf(4u << 20);
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(f.size + 1, 4u << 20)));
   uint32_t crc = 0;
   for (uint64_t done = 0; done < f.size;) {
-    ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::FromErrno(errno, "read " + path);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), f.size - done));
+    DLCKPT_ASSIGN_OR_RETURN(size_t n, env->Read(in, buf.data(), want));
     if (n == 0) return Status::Corruption("drained file " + path + " ends early");
-    crc = Crc32c(buf.data(), static_cast<size_t>(n), crc);
-    if (sink) DLCKPT_RETURN_IF_ERROR(sink(buf.data(), static_cast<size_t>(n)));
-    done += static_cast<uint64_t>(n);
+    crc = Crc32c(buf.data(), n, crc);
+    if (sink) DLCKPT_RETURN_IF_ERROR(sink(buf.data(), n));
+    done += n;
   }
+  DLCKPT_ASSIGN_OR_RETURN(size_t more, env->Read(in, buf.data(), 1));
+  if (more != 0) return Status::Corruption("drained file " + path + " grew past the manifest's size");
   if (crc != f.crc32c) {
     char msg[80];
     std::snprintf(msg, sizeof msg, " (rank %d): CRC32C %08x, the manifest says %08x", f.rank, crc, f.crc32c);
@@ -465,13 +536,16 @@ Status ReadChecked(const std::string& epoch_dir, const ManifestFile& f,
 
 }  // namespace
 
-Status VerifyEpoch(const std::string& epoch_dir, const std::function<void(uint64_t, uint64_t)>& progress) {
-  DLCKPT_ASSIGN_OR_RETURN(Manifest m, ReadManifest(epoch_dir));
+Status VerifyEpoch(const std::string& epoch_dir, const std::function<void(uint64_t, uint64_t)>& progress, Env* env) {
+  env = Or(env);
+  DLCKPT_ASSIGN_OR_RETURN(File edir, OpenEpoch(env, epoch_dir));
+  DLCKPT_ASSIGN_OR_RETURN(Manifest m, ReadManifestAt(env, edir));
+  DirTree tree(env, std::move(edir));
   uint64_t total = 0, done = 0;
   for (const auto& f : m.files) total += S_ISDIR(f.mode) ? 0 : f.size;
   for (const auto& f : m.files) {
     if (S_ISDIR(f.mode)) continue;
-    DLCKPT_RETURN_IF_ERROR(ReadChecked(epoch_dir, f, nullptr));
+    DLCKPT_RETURN_IF_ERROR(ReadChecked(env, tree, f, nullptr));
     done += f.size;
     if (progress) progress(done, total);
   }
@@ -484,11 +558,16 @@ Result<std::string> FindJobDir(const std::string& dir, const std::string& job) {
     return l.ok() && !l->empty();
   };
   if (has_epochs(dir)) return dir;
-  if (!job.empty() && has_epochs(JobDir(dir, job))) return JobDir(dir, job);
+  if (!job.empty()) {
+    auto l = ListEpochs(JobDir(dir, job));
+    if (l.ok() && !l->empty()) return JobDir(dir, job);
+    // A job directory this process must not use: say why.
+    if (!l.ok() && l.status().code() != ENOENT) return l.status();
+  }
   std::vector<std::string> jobs;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.is_directory(ec) && has_epochs(e.path().string())) jobs.push_back(e.path().string());
+    if (e.is_directory(ec) && !e.is_symlink(ec) && has_epochs(e.path().string())) jobs.push_back(e.path().string());
   }
   if (ec) return Status::FromErrno(ec.value(), "open directory " + dir);
   if (jobs.size() == 1) return jobs[0];
@@ -499,7 +578,10 @@ Result<std::string> FindJobDir(const std::string& dir, const std::string& job) {
   return Status::InvalidArgument(dir + " holds the drained epochs of several jobs (" + names + "); name one");
 }
 
-Status RestoreRank(const std::string& epoch_dir, const Manifest& m, int rank, memfs::Store& owner) {
+Status RestoreRank(const std::string& epoch_dir, const Manifest& m, int rank, memfs::Store& owner, Env* env) {
+  env = Or(env);
+  DLCKPT_ASSIGN_OR_RETURN(File edir, OpenEpoch(env, epoch_dir));
+  DirTree tree(env, std::move(edir));
   for (const auto& f : m.files) {
     if (f.rank != rank) continue;
     if (S_ISDIR(f.mode)) {
@@ -508,7 +590,7 @@ Status RestoreRank(const std::string& epoch_dir, const Manifest& m, int rank, me
       continue;
     }
     DLCKPT_ASSIGN_OR_RETURN(int fd, owner.Open(f.path, O_WRONLY | O_CREAT | O_TRUNC, f.mode & 07777));
-    Status s = ReadChecked(epoch_dir, f, [&](const uint8_t* p, size_t n) -> Status {
+    Status s = ReadChecked(env, tree, f, [&](const uint8_t* p, size_t n) -> Status {
       DLCKPT_ASSIGN_OR_RETURN(size_t w, owner.Write(fd, p, n));
       if (w != n) return Status::NoSpace("store " + owner.name() + ": short write of " + f.path);
       return Status::OK();
@@ -530,8 +612,40 @@ Status RestoreRank(const std::string& epoch_dir, const Manifest& m, int rank, me
   return Status::OK();
 }
 
-Result<std::vector<uint64_t>> Prune(const std::string& job_dir, int keep) {
-  DLCKPT_ASSIGN_OR_RETURN(std::vector<DrainedEpoch> all, ListEpochs(job_dir));
+namespace {
+
+// Removes everything below `dir` without following a link: a link is
+// removed itself, only real directories are entered. ENOENT is fine (another
+// rank prunes at the same time).
+Status RemoveBelow(Env* env, const File& dir, int depth) {
+  if (depth > 64) return Status::Error(ELOOP, "remove " + dir.path() + ": nested too deep");
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> names, env->ListDir(dir));
+  for (const auto& n : names) {
+    auto st = env->StatAt(dir, n);
+    if (!st.ok()) {
+      if (st.status().code() == ENOENT) continue;
+      return st.status();
+    }
+    if (S_ISDIR(st->st_mode)) {
+      auto sub = env->OpenDirAt(dir, n, false, 0);
+      if (!sub.ok()) {
+        if (sub.status().code() == ENOENT) continue;
+        return sub.status();
+      }
+      DLCKPT_RETURN_IF_ERROR(RemoveBelow(env, *sub, depth + 1));
+    }
+    Status u = env->UnlinkAt(dir, n, S_ISDIR(st->st_mode));
+    if (!u.ok() && u.code() != ENOENT) return u;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::vector<uint64_t>> Prune(const std::string& job_dir, int keep, Env* env) {
+  env = Or(env);
+  DLCKPT_ASSIGN_OR_RETURN(File job, OpenJob(env, job_dir, false));
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<DrainedEpoch> all, ListEpochs(job_dir, env));
   std::vector<uint64_t> removed;
   int complete = 0;
   uint64_t newest_complete = 0;
@@ -539,6 +653,8 @@ Result<std::vector<uint64_t>> Prune(const std::string& job_dir, int keep) {
     if (e.state == EpochState::kComplete && newest_complete == 0) newest_complete = e.epoch;
   }
   for (const auto& e : all) {
+    // A refused entry (a link, another user's) is not this job's to remove.
+    if (e.state == EpochState::kRefused) continue;
     bool drop = false;
     if (e.state == EpochState::kComplete) {
       drop = ++complete > keep;
@@ -546,12 +662,18 @@ Result<std::vector<uint64_t>> Prune(const std::string& job_dir, int keep) {
       drop = newest_complete != 0 && e.epoch < newest_complete;
     }
     if (!drop) continue;
+    const std::string name = "epoch." + std::to_string(e.epoch);
+    auto edir = OpenOwnedDir(env, job, name, false);
+    if (!edir.ok()) {
+      if (edir.status().code() == ENOENT) continue;
+      return edir.status();
+    }
     // MANIFEST first, so that an interrupted removal leaves an incomplete epoch.
-    ::unlink((e.dir + "/" + kManifest).c_str());
-    std::error_code ec;
-    fs::remove_all(e.dir, ec);
-    // ENOENT: another rank that published at the same moment prunes too.
-    if (ec && ec.value() != ENOENT) return Status::FromErrno(ec.value(), "remove " + e.dir);
+    Status u = env->UnlinkAt(*edir, kManifest, false);
+    if (!u.ok() && u.code() != ENOENT) return u;
+    DLCKPT_RETURN_IF_ERROR(RemoveBelow(env, *edir, 0));
+    u = env->UnlinkAt(job, name, true);
+    if (!u.ok() && u.code() != ENOENT) return u;
     removed.push_back(e.epoch);
   }
   return removed;

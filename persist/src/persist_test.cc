@@ -16,88 +16,12 @@
 
 #include <gtest/gtest.h>
 
+#include "persist_test_util.h"
+
 namespace dlckpt::persist {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
-
-class PersistTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/dlckpt-persist-test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    job_dir_ = JobDir(dir_, "jobP");
-  }
-  void TearDown() override {
-    owners_.clear();
-    for (const auto& n : names_) (void)memfs::Store::Destroy(n);
-    fs::remove_all(dir_);
-  }
-
-  memfs::Store& NewStore(int rank, memfs::Compression c = memfs::Compression::kNone) {
-    std::string name = "/dlckpt-test.persist." + std::to_string(getpid()) + "." + std::to_string(names_.size());
-    names_.push_back(name);
-    memfs::StoreOptions o;
-    o.capacity = 8 << 20;
-    o.block_size = 4096;
-    o.max_files = 64;
-    o.job = "jobP";
-    o.node = "n0";
-    o.rank = rank;
-    o.compression = c;
-    auto s = memfs::Store::Create(name, o);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    owners_.push_back(std::move(*s));
-    return *owners_.back();
-  }
-
-  static void Write(memfs::Store& s, const std::string& path, const std::vector<uint8_t>& data) {
-    auto fd = s.Open(path, O_WRONLY | O_CREAT | O_TRUNC, 0640);
-    ASSERT_TRUE(fd.ok()) << fd.status().ToString();
-    ASSERT_EQ(*s.Write(*fd, data.data(), data.size()), data.size());
-    ASSERT_TRUE(s.Close(*fd).ok());
-  }
-  static std::vector<uint8_t> Read(memfs::Store& s, const std::string& path) {
-    auto fd = s.Open(path, O_RDONLY);
-    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
-    if (!fd.ok()) return {};
-    std::vector<uint8_t> out(s.Fstat(*fd)->size);
-    EXPECT_EQ(*s.Read(*fd, out.data(), out.size()), out.size());
-    EXPECT_TRUE(s.Close(*fd).ok());
-    return out;
-  }
-
-  // Rank r's store with two files (and a directory) committed as `epoch`.
-  memfs::Store& Filled(int rank, uint64_t epoch, memfs::Compression c = memfs::Compression::kNone) {
-    memfs::Store& s = NewStore(rank, c);
-    EXPECT_TRUE(s.Mkdir("/ckpt", 0755).ok());
-    Write(s, "/ckpt/state.bin", Pattern(300000 + static_cast<size_t>(rank), static_cast<uint32_t>(epoch * 10 + rank)));
-    Write(s, "/ckpt/meta file.txt", std::vector<uint8_t>(100, static_cast<uint8_t>('a' + rank)));
-    EXPECT_TRUE(s.Commit(epoch).ok());
-    EXPECT_TRUE(s.Acknowledge(epoch).ok());
-    return s;
-  }
-
-  Result<DrainResult> Drain(memfs::Store& owner, uint64_t epoch, int rank, int ranks,
-                            const DrainOptions& o = {}) {
-    auto view = memfs::Store::Attach(owner.name(), memfs::AttachMode::kReadOnly);
-    if (!view.ok()) return view.status();
-    DLCKPT_RETURN_IF_ERROR((*view)->View(epoch));
-    return DrainRank(**view, job_dir_, "jobP", epoch, rank, ranks, o);
-  }
-
-  std::string dir_, job_dir_;
-  std::vector<std::string> names_;
-  std::vector<std::unique_ptr<memfs::Store>> owners_;
-};
+class PersistTest : public PersistFixture {};
 
 // A read-only view is read in place; an owner's store (its files could
 // change under a pointer) through the buffer, with the same result.
@@ -252,6 +176,224 @@ TEST_F(PersistTest, FindJobDirAcceptsTheJobDirOrItsParent) {
   fs::create_directories(dir_ + "/empty");
   EXPECT_EQ(FindJobDir(dir_ + "/empty", "").status().code(), ENOENT);
   EXPECT_FALSE(FindJobDir(dir_ + "/missing", "").ok());
+}
+
+// --- A persistent directory other users can write (issue: trust the second
+// level). These run as any user; the ones that need another uid's files
+// (chown) run only as root.
+
+constexpr uid_t kNobody = 65534;
+
+// A test that regresses into a blocking open or read is killed by SIGALRM
+// instead of hanging the suite.
+class Deadline {
+ public:
+  explicit Deadline(unsigned seconds) { alarm(seconds); }
+  ~Deadline() { alarm(0); }
+};
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+TEST_F(PersistTest, EverythingDrainedIsPrivate) {
+  ::umask(0);  // whatever the user's umask
+  memfs::Store& a = Filled(0, 3);
+  ASSERT_TRUE(Drain(a, 3, 0, 1).ok());
+  ::umask(022);
+  const std::string edir = EpochDir(job_dir_, 3);
+  for (const std::string& d : {job_dir_, edir, edir + "/r0", edir + "/r0/ckpt"}) EXPECT_EQ(ModeOf(d), 0700u) << d;
+  for (const std::string& f : {edir + "/MANIFEST", edir + "/rank.0.list", edir + "/r0/ckpt/state.bin"}) {
+    EXPECT_EQ(ModeOf(f), 0600u) << f;
+  }
+}
+
+TEST_F(PersistTest, AJobDirOthersCanWriteIsRefused) {
+  ASSERT_EQ(::mkdir(job_dir_.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(job_dir_.c_str(), 0777), 0);
+  memfs::Store& a = Filled(0, 2);
+  auto r = Drain(a, 2, 0, 1);
+  EXPECT_EQ(r.status().code(), EPERM);
+  EXPECT_NE(r.status().message().find(job_dir_), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("writable by group or others"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(PrepareJobDir(job_dir_).code(), EPERM);
+  EXPECT_EQ(ListEpochs(job_dir_).status().code(), EPERM);
+  EXPECT_FALSE(fs::exists(EpochDir(job_dir_, 2)));
+}
+
+TEST_F(PersistTest, AnotherUsersJobDirIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to play another user";
+  ASSERT_EQ(::mkdir(job_dir_.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(job_dir_.c_str(), kNobody, kNobody), 0);
+  Status s = PrepareJobDir(job_dir_);
+  EXPECT_EQ(s.code(), EPERM);
+  EXPECT_NE(s.message().find("owned by uid 65534"), std::string::npos) << s.ToString();
+  memfs::Store& a = Filled(0, 2);
+  EXPECT_EQ(Drain(a, 2, 0, 1).status().code(), EPERM);
+}
+
+TEST_F(PersistTest, ALinkedJobDirIsNeverFollowedNorPruned) {
+  // The victim holds epoch.* directories the job never wrote.
+  const std::string victim = dir_ + "/victim";
+  fs::create_directories(victim + "/epoch.1");
+  fs::create_directories(victim + "/epoch.2");
+  ASSERT_EQ(::symlink(victim.c_str(), job_dir_.c_str()), 0);
+  memfs::Store& a = Filled(0, 5);
+  auto r = Drain(a, 5, 0, 1);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("symbolic link"), std::string::npos) << r.status().ToString();
+  EXPECT_FALSE(Prune(job_dir_, 1).ok());
+  EXPECT_TRUE(fs::exists(victim + "/epoch.1"));
+  EXPECT_TRUE(fs::exists(victim + "/epoch.2"));
+  EXPECT_FALSE(fs::exists(victim + "/epoch.5"));
+}
+
+TEST_F(PersistTest, ALinkedEpochDirReceivesNothingAndIsNotRemoved) {
+  memfs::Store& a = Filled(0, 2);
+  ASSERT_TRUE(Drain(a, 2, 0, 1).ok());
+  const std::string elsewhere = dir_ + "/elsewhere";
+  fs::create_directories(elsewhere + "/r0");
+  ASSERT_EQ(::symlink(elsewhere.c_str(), EpochDir(job_dir_, 4).c_str()), 0);
+  memfs::Store& b = Filled(0, 4);
+  auto r = Drain(b, 4, 0, 1);
+  EXPECT_FALSE(r.ok());
+  EXPECT_TRUE(fs::is_empty(elsewhere + "/r0"));
+  auto l = ListEpochs(job_dir_);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  ASSERT_EQ(l->size(), 2u);
+  EXPECT_EQ((*l)[0].state, EpochState::kRefused);
+  EXPECT_NE((*l)[0].problem.find("symbolic link"), std::string::npos) << (*l)[0].problem;
+  auto removed = Prune(job_dir_, 1);
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_TRUE(removed->empty());
+  EXPECT_TRUE(fs::exists(elsewhere + "/r0"));
+}
+
+// A planted data file or MANIFEST of another uid, a link in the tree, or a
+// file others can write is refused, naming it: a restore uses none of them.
+TEST_F(PersistTest, ARestoreUsesOnlyThisUsersFiles) {
+  memfs::Store& a = Filled(0, 2);
+  ASSERT_TRUE(Drain(a, 2, 0, 1).ok());
+  const std::string edir = EpochDir(job_dir_, 2);
+  const std::string data = DataPath(edir, 0, "/ckpt/state.bin");
+  auto m = ReadManifest(edir);
+  ASSERT_TRUE(m.ok());
+  auto restore = [&] {
+    memfs::Store& fresh = NewStore(0);
+    Status s = RestoreRank(edir, *m, 0, fresh);
+    EXPECT_EQ(fresh.epochs().acknowledged, 0u);
+    return s;
+  };
+  ASSERT_EQ(::chmod(data.c_str(), 0666), 0);
+  Status s = restore();
+  EXPECT_EQ(s.code(), EPERM);
+  EXPECT_NE(s.message().find(data), std::string::npos) << s.ToString();
+  EXPECT_EQ(VerifyEpoch(edir).code(), EPERM);
+  ASSERT_EQ(::chmod(data.c_str(), 0600), 0);
+  ASSERT_EQ(::chmod((edir + "/r0/ckpt").c_str(), 0777), 0);
+  EXPECT_EQ(restore().code(), EPERM);
+  ASSERT_EQ(::chmod((edir + "/r0/ckpt").c_str(), 0700), 0);
+  ASSERT_TRUE(VerifyEpoch(edir).ok());
+  // The same bytes behind a link: still refused.
+  ASSERT_EQ(::rename(data.c_str(), (dir_ + "/moved").c_str()), 0);
+  ASSERT_EQ(::symlink((dir_ + "/moved").c_str(), data.c_str()), 0);
+  s = restore();
+  EXPECT_EQ(s.code(), ELOOP);
+  EXPECT_NE(s.message().find("symbolic link"), std::string::npos) << s.ToString();
+  ASSERT_EQ(::unlink(data.c_str()), 0);
+  ASSERT_EQ(::rename((dir_ + "/moved").c_str(), data.c_str()), 0);
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(data.c_str(), kNobody, kNobody), 0);
+    s = restore();
+    EXPECT_EQ(s.code(), EPERM);
+    EXPECT_NE(s.message().find("owned by uid 65534"), std::string::npos) << s.ToString();
+    ASSERT_EQ(::chown(data.c_str(), 0, 0), 0);
+    ASSERT_EQ(::chown((edir + "/MANIFEST").c_str(), kNobody, kNobody), 0);
+    auto l = ListEpochs(job_dir_);
+    ASSERT_TRUE(l.ok());
+    EXPECT_EQ((*l)[0].state, EpochState::kRefused);
+    EXPECT_NE((*l)[0].problem.find("MANIFEST is owned by uid 65534"), std::string::npos) << (*l)[0].problem;
+    EXPECT_EQ(ReadManifest(edir).status().code(), EPERM);
+  }
+}
+
+// A FIFO, a link to a device or a huge sparse file where a MANIFEST or a data
+// file should be: answered at once, never read whole.
+TEST_F(PersistTest, FifosDevicesAndHugeFilesAreRefusedWithoutBlocking) {
+  Deadline deadline(20);
+  memfs::Store& a = Filled(0, 2);
+  ASSERT_TRUE(Drain(a, 2, 0, 1).ok());
+  const std::string edir = EpochDir(job_dir_, 2);
+  const std::string mpath = edir + "/MANIFEST";
+  ASSERT_EQ(::rename(mpath.c_str(), (dir_ + "/M").c_str()), 0);
+  auto state_of = [&] {
+    auto l = ListEpochs(job_dir_);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return l.ok() && !l->empty() ? (*l)[0] : DrainedEpoch{};
+  };
+  ASSERT_EQ(::mkfifo(mpath.c_str(), 0600), 0);
+  DrainedEpoch e = state_of();
+  EXPECT_EQ(e.state, EpochState::kRefused);
+  EXPECT_NE(e.problem.find("FIFO"), std::string::npos) << e.problem;
+  EXPECT_FALSE(VerifyEpoch(edir).ok());
+  ASSERT_EQ(::unlink(mpath.c_str()), 0);
+  ASSERT_EQ(::symlink("/dev/zero", mpath.c_str()), 0);
+  EXPECT_NE(state_of().state, EpochState::kComplete);
+  EXPECT_EQ(ReadManifest(edir).status().code(), ELOOP);
+  ASSERT_EQ(::unlink(mpath.c_str()), 0);
+  {
+    int fd = ::open(mpath.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, off_t{2} << 30), 0);  // 2 GiB, sparse
+    ::close(fd);
+  }
+  e = state_of();
+  EXPECT_EQ(e.state, EpochState::kCorrupt);
+  EXPECT_NE(e.problem.find("bytes expected"), std::string::npos) << e.problem;
+  ASSERT_EQ(::unlink(mpath.c_str()), 0);
+  ASSERT_EQ(::rename((dir_ + "/M").c_str(), mpath.c_str()), 0);
+  ASSERT_TRUE(VerifyEpoch(edir).ok());
+  // A data file: a FIFO, then a sparse file larger than the manifest says.
+  const std::string data = DataPath(edir, 0, "/ckpt/state.bin");
+  ASSERT_EQ(::rename(data.c_str(), (dir_ + "/D").c_str()), 0);
+  ASSERT_EQ(::mkfifo(data.c_str(), 0600), 0);
+  Status v = VerifyEpoch(edir);
+  EXPECT_EQ(v.code(), EPERM);
+  EXPECT_NE(v.message().find("FIFO"), std::string::npos) << v.ToString();
+  ASSERT_EQ(::unlink(data.c_str()), 0);
+  {
+    int fd = ::open(data.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, off_t{4} << 30), 0);
+    ::close(fd);
+  }
+  v = VerifyEpoch(edir);
+  EXPECT_EQ(v.code(), EBADMSG);
+  EXPECT_NE(v.message().find("the manifest says"), std::string::npos) << v.ToString();
+}
+
+// A manifest is checked before its paths are used: one that climbs out of
+// its rank directory is refused.
+TEST_F(PersistTest, AManifestPathCannotLeaveItsRankDirectory) {
+  memfs::Store& a = Filled(0, 2);
+  ASSERT_TRUE(Drain(a, 2, 0, 1).ok());
+  const std::string edir = EpochDir(job_dir_, 2);
+  auto m = ReadManifest(edir);
+  ASSERT_TRUE(m.ok());
+  m->files.back().path = "/../../../etc/passwd";
+  memfs::Store& fresh = NewStore(0);
+  Status s = RestoreRank(edir, *m, 0, fresh);
+  EXPECT_EQ(s.code(), EINVAL);
+  EXPECT_NE(s.message().find("'..'"), std::string::npos) << s.ToString();
+}
+
+TEST_F(PersistTest, AMissingPersistDirIsCreatedPrivate) {
+  job_dir_ = dir_ + "/new/deeper/jobP";
+  ASSERT_TRUE(PrepareJobDir(job_dir_).ok());
+  EXPECT_EQ(ModeOf(dir_ + "/new"), 0700u);
+  EXPECT_EQ(ModeOf(job_dir_), 0700u);
 }
 
 }  // namespace

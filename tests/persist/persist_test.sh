@@ -18,6 +18,17 @@
 #   unwritable     a DIR that cannot be created and a full one (a 256 KiB
 #                  tmpfs, when this user may mount): a warning, and the run
 #                  ends well, protected by parity
+#   early-loss     vn0 and vn1 of one XOR group with one spare lost while the
+#                  first checkpoint is written: with --persist and nothing
+#                  protected or drained yet, a fresh start on fresh nodes
+#                  (not a raw ENOENT), with the checksum
+#   trust          DIR shared with other users (mode 1777): DIR/<job> planted
+#                  by another uid, or writable by others, or a link to a
+#                  victim's directory, is refused with exit 5 and a reason,
+#                  and nothing is written or removed through it; everything
+#                  drained is 0700/0600; an epoch another uid owns is refused
+#                  by --restart-from and the tools; a FIFO MANIFEST hangs
+#                  neither the run nor the tools
 #
 # usage: persist_test.sh BIN_DIR SCENARIO
 set -uo pipefail
@@ -173,6 +184,67 @@ unwritable)
   grep -q "drain of epoch 1 not started, the run goes on protected by parity: .*free blocks; holding epoch 1" "$out" ||
     fail "small store: no word on the drain it could not hold"
   [ "$(checksum)" = "$want" ] || fail "small store: checksum $(checksum), expected $want"
+  ;;
+early-loss)
+  # One group of 4 with one spare: two nodes lost is more than parity covers.
+  timeout -k 5 180 "$bin/dlckpt-run" --job "$job" --nodes 4 --spares 1 --persist "$dir" \
+    --kill-node vn0 --at phase:write:1 --kill-node vn1 --at phase:write:1 -- "${H[@]}" >"$out" 2>&1 || fail "exit $?"
+  grep -q "a fresh start on fresh nodes: no epoch was protected or drained yet" "$out" || fail "no fresh start reported"
+  grep -q "No such file or directory" "$out" && fail "a raw ENOENT"
+  [ "$(checksum)" = "$ref" ] || fail "checksum $(checksum), failure-free $ref"
+  ;;
+trust)
+  chmod 1777 "$dir"
+  nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    "${nobody[@]}" mkdir -m 0777 "$dir/$job" || fail "could not plant $dir/$job as uid 65534"
+    run --persist "$dir" --persist-every 2 -- "${H[@]}"
+    rc=$?
+    [ $rc = 5 ] || fail "DIR/<job> planted by uid 65534: exit $rc, expected 5"
+    grep -q "$dir/$job is owned by uid 65534.*refusing to use it" "$out" || fail "planted DIR/<job>: no reason given"
+    [ -z "$(ls -A "$dir/$job")" ] || fail "something was written into the planted DIR/<job>"
+    rmdir "$dir/$job"
+  else
+    echo "(another uid's DIR/<job> skipped: needs root and setpriv)"
+  fi
+  mkdir -m 0700 "$dir/$job" && chmod 0775 "$dir/$job"
+  run --persist "$dir" --persist-every 2 -- "${H[@]}"
+  rc=$?
+  [ $rc = 5 ] || fail "DIR/<job> writable by its group: exit $rc, expected 5"
+  grep -q "has mode 0775, writable by group or others" "$out" || fail "group-writable DIR/<job>: no reason given"
+  rmdir "$dir/$job"
+  # A link to a victim's directory holding epoch.* directories the job never wrote.
+  mkdir -p "$dir/victim/epoch.1" "$dir/victim/epoch.2"
+  ln -s "$dir/victim" "$dir/$job"
+  run --persist "$dir" --persist-every 1 --persist-keep 1 -- "${H[@]}"
+  rc=$?
+  [ $rc = 5 ] || fail "DIR/<job> a symbolic link: exit $rc, expected 5"
+  grep -q "$dir/$job is a symbolic link" "$out" || fail "linked DIR/<job>: no reason given"
+  [ "$(ls "$dir/victim")" = "$(printf 'epoch.1\nepoch.2')" ] || fail "the victim's directory changed: $(ls "$dir/victim")"
+  rm -r "$dir/$job" "$dir/victim"
+  # A FIFO where epoch 2's MANIFEST goes: the run and the tools go on.
+  mkdir -m 0700 -p "$dir/$job/epoch.2" && mkfifo "$dir/$job/epoch.2/MANIFEST"
+  run --persist "$dir" --persist-every 2 -- "${H[@]}" || fail "a FIFO MANIFEST in DIR: exit $?"
+  [ "$(checksum)" = "$ref" ] || fail "checksum $(checksum), failure-free $ref"
+  timeout -k 2 20 "$bin/dlckpt-store" drained "$dir" >"$out" 2>&1 || fail "dlckpt-store drained: exit $?"
+  timeout -k 2 60 "$bin/dlckpt-store" verify-drained "$dir" >"$out" 2>&1 || fail "verify-drained: exit $?"
+  # Private: directories 0700, files 0600.
+  loose=$(find "$dir/$job" \( -type d ! -perm 0700 \) -o \( -type f ! -perm 0600 \))
+  [ -z "$loose" ] || fail "drained entries others can read: $loose"
+  # An epoch another uid owns (say, planted when the directory was looser)
+  # is refused by name; the restart takes the newest epoch of this user.
+  newest=$(ls "$dir/$job" | sed -n 's/^epoch\.//p' | sort -n | tail -1)
+  if [ "$(id -u)" = 0 ]; then
+    cp -a "$dir/$job/epoch.$newest" "$dir/$job/epoch.99" && chown -R 65534:65534 "$dir/$job/epoch.99"
+    "$bin/dlckpt-store" drained "$dir" >"$out" 2>&1
+    grep -q "^99 *refused .*owned by uid 65534" "$out" || fail "dlckpt-store drained does not refuse epoch 99"
+    timeout -k 2 60 "$bin/dlckpt-store" verify-drained "$dir" >"$out" 2>&1 && fail "verify-drained: exit 0 with epoch 99 refused"
+    grep -q "skipped: 99 refused" "$out" || fail "verify-drained does not say it skipped epoch 99"
+    run -j b --restart-from "$dir" -- "${H[@]}" || fail "--restart-from: exit $?"
+    grep -q "drained epoch 99 is refused (.*owned by uid 65534" "$out" || fail "--restart-from does not say why epoch 99 is refused"
+    grep -q "restarting from $dir/$job/epoch.$newest" "$out" || fail "--restart-from did not take epoch $newest"
+    [ "$(checksum)" = "$ref" ] || fail "--restart-from: checksum $(checksum), failure-free $ref"
+  fi
   ;;
 *) echo "unknown scenario $scenario" >&2; exit 2 ;;
 esac

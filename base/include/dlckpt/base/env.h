@@ -1,5 +1,7 @@
 // dlckpt/base/env.h — the one interface through which dlckpt touches the OS where
-// tests need to fake it: POSIX shared memory objects, small files, the clock.
+// tests need to fake it: POSIX shared memory objects, files and directories
+// (the second level's persistent copies, rendezvous and configuration
+// files), the clock.
 //
 // Env::Default() is the real POSIX implementation; it is thread-safe and lives
 // for the whole process. Tests derive from Env (usually forwarding to Default)
@@ -8,6 +10,7 @@
 #ifndef DLCKPT_BASE_ENV_H_
 #define DLCKPT_BASE_ENV_H_
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -57,6 +60,37 @@ class MappedShm final {
   bool writable_;
 };
 
+// An open file or directory descriptor and the path it was opened by (for
+// messages). Owns the descriptor and closes it on destruction, ignoring the
+// result; Env::Close reports close(2)'s error (NFS and GlusterFS report
+// write errors there). Movable, not copyable. Not thread-safe.
+class File final {
+ public:
+  File() = default;
+  File(int fd, std::string path) noexcept : fd_(fd), path_(std::move(path)) {}
+  ~File();
+  File(File&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+  File& operator=(File&& o) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  int fd() const { return fd_; }
+  bool is_open() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
+  // "PATH/NAME": what an entry of this directory is called in messages.
+  std::string Child(const std::string& name) const;
+  // Gives up ownership: the caller closes the returned descriptor.
+  int Release();
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// What Env::CheckOwned accepts: an entry this uid owns that no other user
+// can change (not writable by group or others), of the expected type.
+enum class FileKind { kRegular, kDirectory };
+
 class Env {
  public:
   Env() = default;
@@ -88,8 +122,62 @@ class Env {
   // (also in "/..." form), sorted.
   virtual Result<std::vector<std::string>> ListShm(std::string_view prefix);
 
-  // Writes `contents` to `path` through a temporary file and rename, mode `mode`.
-  virtual Status WriteFileAtomic(const std::string& path, std::string_view contents, mode_t mode);
+  // --- Files and directories. Every `name` is one path component looked up
+  // in an open directory, never through a symbolic link (O_NOFOLLOW; a link
+  // fails with ELOOP), so nothing planted below a directory this process
+  // checked can redirect it. Errors name the path and the errno. These are
+  // the steps a fault-injection Env counts and fails (tests/ of persist).
+
+  // Opens the directory `path` as the user named it (symbolic links in it are
+  // the user's choice and are followed).
+  virtual Result<File> OpenDir(const std::string& path);
+  // Opens directory entry `name` of `dir`, creating it with `mode` first when
+  // `create` (an existing one is opened as it is).
+  virtual Result<File> OpenDirAt(const File& dir, const std::string& name, bool create, mode_t mode);
+  // openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode):
+  // never blocks on a FIFO. For a regular file O_NONBLOCK changes nothing.
+  virtual Result<File> OpenAt(const File& dir, const std::string& name, int flags, mode_t mode);
+  // Writes up to `len` bytes; may write fewer (a short write), never 0 for
+  // len > 0 without an error. EINTR is retried.
+  virtual Result<size_t> Write(const File& f, const void* data, size_t len);
+  // Reads up to `len` bytes; 0 at the end of the file. EINTR is retried.
+  virtual Result<size_t> Read(const File& f, void* buf, size_t len);
+  // fsync(2) of a file or a directory.
+  virtual Status Sync(const File& f);
+  // Closes `f` (also when it fails) and reports close(2)'s error.
+  virtual Status Close(File& f);
+  // fchmod(2).
+  virtual Status Chmod(const File& f, mode_t mode);
+  virtual Status RenameAt(const File& dir, const std::string& from, const std::string& to);
+  // Removes entry `name` of `dir` itself (a link, never what it points to);
+  // `directory`: an empty directory (rmdir).
+  virtual Status UnlinkAt(const File& dir, const std::string& name, bool directory);
+  virtual Result<struct stat> Stat(const File& f);
+  // lstat of an entry: a symbolic link is reported as one.
+  virtual Result<struct stat> StatAt(const File& dir, const std::string& name);
+  // The entries of `dir` except "." and "..", sorted.
+  virtual Result<std::vector<std::string>> ListDir(const File& dir);
+
+  // Built on the steps above (not virtual: a fault Env fails the steps).
+  // Writes all of `len` bytes, retrying short writes.
+  Status WriteAll(const File& f, const void* data, size_t len);
+  // The one atomic publication: `contents` under a temporary name unique
+  // across hosts and processes (host, pid, a counter, a random word; created
+  // O_EXCL, mode `mode`), fsync, rename to `name`, fsync of `dir`. Several
+  // processes publishing one name at once each publish whole contents. A
+  // failure leaves `name` as it was and no temporary file.
+  Status PublishAt(const File& dir, const std::string& name, std::string_view contents, mode_t mode);
+  // Reads the whole regular file `name` of `dir` (see OpenAt: no link, no
+  // blocking), at most `max_bytes` (EFBIG naming the path, its size and the
+  // limit). With `owned`, the open file must also pass CheckOwned (kRegular).
+  Result<std::string> ReadFileAt(const File& dir, const std::string& name, size_t max_bytes, bool owned = false);
+  // OK if `st` (of `path`) is of `kind`, owned by this process's uid and not
+  // writable by group or others; else EPERM saying why and naming `path`.
+  static Status CheckOwned(const struct stat& st, const std::string& path, FileKind kind);
+
+  // Writes `contents` to `path` atomically and durably, mode `mode`
+  // (PublishAt in the parent directory).
+  Status WriteFileAtomic(const std::string& path, std::string_view contents, mode_t mode);
   // Reads the whole regular file `path` (a symlink to one is followed).
   // Never blocks on a FIFO or device: a directory fails with EISDIR, anything
   // else but a regular file with EINVAL naming the path and its type; a file

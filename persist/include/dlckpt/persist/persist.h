@@ -19,10 +19,28 @@
 // present publishes MANIFEST the same way (two ranks doing it at once write
 // the same bytes). A crash at any point leaves no epoch that looks complete.
 //
+// Trust: DIR may be writable by other users (/tmp, a group scratch). DIR/<job>
+// and everything below it are created 0700 (files 0600) and used only if they
+// are this uid's and not writable by group or others; a symbolic link below
+// DIR is never followed (every step is descriptor-relative, O_NOFOLLOW). An
+// entry that fails this is refused with EPERM (a link, another type or
+// owner, writable by others; ELOOP for a linked file), saying which and
+// why; a refused
+// epoch is listed as such, never read, restored or removed. Every file read
+// is opened without blocking (a FIFO is refused, not waited on), must be a
+// regular file and is read with a bound: a data file's size is checked
+// against the manifest before reading, a rank's part is at most what 2^20
+// files need, the MANIFEST at most what its parts hold.
+//
+// All file access goes through a dlckpt::Env (Env::Default() unless given),
+// so tests inject ENOSPC, EIO, short writes, failed fsyncs and renames, and
+// crashes between any two steps.
+//
 // Thread safety: the functions share no state; two drains of one epoch and
 // rank must not run at once. Errors: Status naming the path and errno;
 // EBADMSG for a CRC mismatch or a malformed manifest (naming the file),
-// ENOENT for a missing epoch, ECANCELED for a drain cancelled by its caller.
+// ENOENT for a missing epoch, ECANCELED for a drain cancelled by its caller,
+// EPERM / ELOOP for a refused entry.
 #ifndef DLCKPT_PERSIST_PERSIST_H_
 #define DLCKPT_PERSIST_PERSIST_H_
 
@@ -32,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/env.h"
 #include "dlckpt/base/status.h"
 #include "dlckpt/memfs/memfs.h"
 
@@ -61,7 +80,13 @@ std::string DataPath(const std::string& epoch_dir, int rank, const std::string& 
 std::string FormatManifest(const Manifest& m);
 // EBADMSG naming `what` (a path) for anything that does not parse.
 Result<Manifest> ParseManifest(const std::string& text, const std::string& what);
-Result<Manifest> ReadManifest(const std::string& epoch_dir);
+Result<Manifest> ReadManifest(const std::string& epoch_dir, Env* env = nullptr);
+
+// Creates DIR/<job> (`job_dir`) 0700 (and DIR, 0700, if missing), or checks
+// an existing one: EPERM if it is a link, not a directory, another uid's or
+// writable by group or others; the message names it and says why. Other
+// errors (DIR cannot be made) are the file system's.
+Status PrepareJobDir(const std::string& job_dir, Env* env = nullptr);
 
 struct DrainOptions {
   double bandwidth = 0;  // bytes per second for this drain; 0: unlimited
@@ -72,6 +97,7 @@ struct DrainOptions {
   double hold_before_publish = 0;
   // Called after every buffer written: bytes done and the epoch's total for this rank.
   std::function<void(uint64_t, uint64_t)> progress;
+  Env* env = nullptr;  // nullptr: Env::Default()
 };
 
 struct DrainResult {
@@ -90,7 +116,8 @@ struct DrainResult {
 Result<DrainResult> DrainRank(memfs::Store& view, const std::string& job_dir, const std::string& job,
                               uint64_t epoch, int rank, int ranks, const DrainOptions& options);
 
-enum class EpochState { kComplete, kIncomplete, kCorrupt };
+// kRefused: a link, another uid's or writable by others (never used).
+enum class EpochState { kComplete, kIncomplete, kCorrupt, kRefused };
 const char* EpochStateName(EpochState s);
 
 struct DrainedEpoch {
@@ -104,13 +131,13 @@ struct DrainedEpoch {
 
 // Every epoch.<E> directory under job_dir, newest first. ENOENT if job_dir
 // does not exist. Does not read file data (see VerifyEpoch).
-Result<std::vector<DrainedEpoch>> ListEpochs(const std::string& job_dir);
+Result<std::vector<DrainedEpoch>> ListEpochs(const std::string& job_dir, Env* env = nullptr);
 
 // Reads every file of a complete epoch and checks its size and CRC32C;
 // EBADMSG naming the first file that differs. `progress` (optional) gets
 // bytes done and total.
 Status VerifyEpoch(const std::string& epoch_dir,
-                   const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+                   const std::function<void(uint64_t, uint64_t)>& progress = nullptr, Env* env = nullptr);
 
 // The job directory a --restart-from DIR names: DIR itself if it holds
 // epoch.* directories, else DIR/<job> if that exists, else the only job
@@ -122,11 +149,13 @@ Result<std::string> FindJobDir(const std::string& dir, const std::string& job);
 // epoch and checks every file's CRC32C against the manifest (EBADMSG naming
 // the drained file). The store is left as memfs left it on failure; callers
 // remove it.
-Status RestoreRank(const std::string& epoch_dir, const Manifest& m, int rank, memfs::Store& owner);
+Status RestoreRank(const std::string& epoch_dir, const Manifest& m, int rank, memfs::Store& owner,
+                   Env* env = nullptr);
 
 // Removes all but the newest `keep` complete epochs, and every incomplete or
-// corrupt one older than the newest complete one. Returns what it removed.
-Result<std::vector<uint64_t>> Prune(const std::string& job_dir, int keep);
+// corrupt one older than the newest complete one; never a refused one, never
+// through a link. Returns what it removed.
+Result<std::vector<uint64_t>> Prune(const std::string& job_dir, int keep, Env* env = nullptr);
 
 }  // namespace dlckpt::persist
 

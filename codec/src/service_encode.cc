@@ -153,7 +153,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       }
     }
   }
-  Status all = c_->Agree(run_status, what);
+  Status all = c_->Agree(internal::OwnError(run_status), what);
   if (all.ok()) {
     last_encoded_ = epoch;
     ++encodes_;

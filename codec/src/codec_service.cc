@@ -392,9 +392,6 @@ std::string Service::StatusText() const {
 }
 
 Status Service::Listen() {
-  DLCKPT_ASSIGN_OR_RETURN(server_, protocol::FrameServer::Listen(cfg_.port, protocol::FrameServer::Limits{},
-                                                                 [this](const std::string& m) { Log(m); }));
-  DLCKPT_ASSIGN_OR_RETURN(token_, protocol::NewToken());
   std::string host = cfg_.rendezvous_host;
   if (host.empty()) {
     host = HostName();
@@ -410,9 +407,16 @@ Status Service::Listen() {
       freeaddrinfo(res);
     }
   }
+  // Clients connect to the published address: a loopback one is all that
+  // needs to listen (virtual nodes); otherwise every interface (hosts).
+  const std::string bind_to = protocol::ListenAddressFor(host);
+  DLCKPT_ASSIGN_OR_RETURN(server_, protocol::FrameServer::Listen(cfg_.port, protocol::FrameServer::Limits{},
+                                                                 [this](const std::string& m) { Log(m); }, bind_to));
+  DLCKPT_ASSIGN_OR_RETURN(token_, protocol::NewToken());
   protocol::Rendezvous r{host, server_->port(), token_, cfg_.job};
   DLCKPT_RETURN_IF_ERROR(protocol::WriteRendezvous(cfg_.rendezvous, r));
-  Log("listening on " + host + ":" + std::to_string(server_->port()) + "; rendezvous " + cfg_.rendezvous);
+  Log("listening on " + (bind_to.empty() ? "all interfaces" : bind_to) + " port " + std::to_string(server_->port()) +
+      " (published " + host + "); rendezvous " + cfg_.rendezvous);
   return Status::OK();
 }
 

@@ -323,9 +323,8 @@ protocol::NodeReport Service::LocalReport() {
       rep.stores.push_back(sr);
     }
   }
-  std::vector<std::string> warn;
-  rep.parities = parity_.Scan(&warn);
-  for (const auto& w : warn) Log("ignoring damaged parity: " + w);
+  rep.parities = parity_.Scan(&rep.parity_damage);
+  for (const auto& w : rep.parity_damage) Log("ignoring damaged parity: " + w);
   return rep;
 }
 
@@ -336,7 +335,10 @@ void Service::Shutdown() {
   if (cfg_.cleanup_on_shutdown) {
     auto names = Env::Default()->ListShm(NodePrefix(cfg_.job, cfg_.node));
     if (names.ok()) {
-      for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
+      for (const auto& n : *names) {
+        // Only this uid's objects: another user's planted one stays.
+        if (ForeignShm(Env::Default(), n).ok()) (void)Env::Default()->UnlinkShm(n);
+      }
     }
   }
 }

@@ -262,7 +262,8 @@ Status Fields(IO& io, SurveyReply& m) {
     DLCKPT_RETURN_IF_ERROR(io.List(n.stores, 38, [](IO& io, StoreReport& s) {
       return Each(io, s.name, s.job, s.rank, s.acked, s.pending, s.error, s.acked_ok, s.pending_ok, s.damage);
     }));
-    return io.List(n.parities, 42, [](IO& io, ParityReport& p) { return Each(io, p.name, p); });
+    DLCKPT_RETURN_IF_ERROR(io.List(n.parities, 42, [](IO& io, ParityReport& p) { return Each(io, p.name, p); }));
+    return io.List(n.parity_damage, 4, [](IO& io, std::string& why) { return io(why); });
   });
 }
 

@@ -145,7 +145,9 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
         auto stats = group_transport_->Run(EncodeSpec(**code, label), extents, &sink);
         run_status = stats.status();
       }
-      if (run_status.ok() && role_.kind == RoleKind::kSpare) run_status = parity_.Complete();
+      if (run_status.ok() && role_.kind == RoleKind::kSpare) {
+        run_status = plan.use ? parity_.CompleteDelta(keep, plan.ranges) : parity_.Complete();
+      }
       if (getenv("DLCKPT_CODEC_TRACE")) {
         Log(label + (role_.kind == RoleKind::kSpare ? " (parity)" : "") + ": prepare " + Fixed(t_run - t0) + " s, transport " + Fixed(Now() - t_run) + " s, " +
             (plan.use ? "delta of " + Fixed(plan.fraction) : "full (" + plan.why + ")") +

@@ -169,6 +169,9 @@ struct NodeReport {
   std::string node;
   std::vector<StoreReport> stores;
   std::vector<ParityReport> parities;
+  // Parity objects left out of `parities`, and why (a damaged header, bytes
+  // that fail their checksums, an object that is not this uid's).
+  std::vector<std::string> parity_damage;
 };
 
 struct SurveyReply {

@@ -228,7 +228,8 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   prepared_ = -1;
   int target = keep == 0 ? 1 : 0;
   Mapped& m = slots_[target];
-  const uint64_t old_header = m.valid ? m.header_bytes : 0;
+  // Where the bytes of a complete parity this slot holds begin (0: none).
+  const uint64_t old_header = m.valid && m.info.complete ? m.header_bytes : 0;
   last_fresh_ = false;
   protocol::ParityReport want = info;
   want.complete = false;
@@ -255,8 +256,8 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
     if (memfs::PretouchEnabled()) {
       memfs::PretouchPages(m.shm->data() + header, m.shm->size() - header);
     }
-  } else if (old_header != header) {
-    last_fresh_ = true;  // the data area moved: its old bytes are not where they were
+  } else if (old_header != 0 && old_header != header) {
+    last_fresh_ = true;  // the data area moved: the old parity's bytes are not where they were
   }
   m.info = want;
   m.header_bytes = header;

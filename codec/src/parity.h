@@ -81,8 +81,9 @@ class ParitySlots {
   // 0: the slot that does not hold the newest complete parity); returns where
   // its bytes go.
   Result<uint8_t*> Prepare(const protocol::ParityReport& info, uint64_t length, uint64_t keep);
-  // Prepare sets last_prepare_fresh() also when the data area moved (a
-  // header of another size): the old bytes are then not where they were.
+  // Prepare sets last_prepare_fresh() also when the slot held a complete
+  // parity and its data area moved (a header of another size): that
+  // parity's bytes are then not where they were.
   // Creates, pre-faulted and pre-touched, each slot that is missing or
   // smaller than a parity of `length` bytes for a group of `shape` (its
   // members' records; epoch and sizes ignored) needs, so that the first

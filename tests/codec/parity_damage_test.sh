@@ -17,7 +17,9 @@ bin=$1 tbin=$2 scenario=$3
 job="pd${scenario//[^a-z0-9]/}$$"
 tmp=$(mktemp -d)
 out="$tmp/out"
-app=("$tbin/ckpt_app" --iters 6 --kib 512 --sleep-ms 40 --write-pieces 8)
+# Iterations long enough that the application is still running when the
+# kill command (slower than dlckpt-run's own kill) reaches its processes.
+app=("$tbin/ckpt_app" --iters 8 --kib 512 --sleep-ms 150 --write-pieces 8)
 
 leftovers() { grep -ls "DLCKPT_JOB=$1" /proc/[0-9]*/environ 2>/dev/null | grep -v "/proc/$$/" || true; }
 cleanup() {
@@ -49,8 +51,9 @@ port=$(sed -n 's/^port //p' "/tmp/dlckpt-run.$job/rendezvous")
 hex=$(printf '%04X' "$port")
 { echo "port $port"; awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { print $2 }' \
     /proc/net/tcp /proc/net/tcp6; } > "$dir/listen"
-for p in $(grep -ls "DLCKPT_JOB=$job" /proc/[0-9]*/environ 2>/dev/null); do
-  if tr '\0' '\n' < "$p" 2>/dev/null | grep -qx "DLCKPT_NODE=$node"; then p=${p#/proc/}; kill -9 "${p%%/*}"; fi
+for p in $(grep -lzx "DLCKPT_JOB=$job" /proc/[0-9]*/environ 2>/dev/null |
+           xargs -r grep -lzx "DLCKPT_NODE=$node" 2>/dev/null); do
+  p=${p#/proc/}; kill -9 "${p%%/*}" 2>/dev/null
 done
 rm -f /dev/shm/dlckpt."$job"."$node".*
 slots=()

@@ -323,9 +323,8 @@ protocol::NodeReport Service::LocalReport() {
       rep.stores.push_back(sr);
     }
   }
-  std::vector<std::string> warn;
-  rep.parities = parity_.Scan(&warn);
-  for (const auto& w : warn) Log("ignoring damaged parity: " + w);
+  rep.parities = parity_.Scan(&rep.parity_damage);
+  for (const auto& w : rep.parity_damage) Log("ignoring damaged parity: " + w);
   return rep;
 }
 
@@ -336,7 +335,10 @@ void Service::Shutdown() {
   if (cfg_.cleanup_on_shutdown) {
     auto names = Env::Default()->ListShm(NodePrefix(cfg_.job, cfg_.node));
     if (names.ok()) {
-      for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
+      for (const auto& n : *names) {
+        // Only this uid's objects: another user's planted one stays.
+        if (ForeignShm(Env::Default(), n).ok()) (void)Env::Default()->UnlinkShm(n);
+      }
     }
   }
 }
@@ -392,9 +394,6 @@ std::string Service::StatusText() const {
 }
 
 Status Service::Listen() {
-  DLCKPT_ASSIGN_OR_RETURN(server_, protocol::FrameServer::Listen(cfg_.port, protocol::FrameServer::Limits{},
-                                                                 [this](const std::string& m) { Log(m); }));
-  DLCKPT_ASSIGN_OR_RETURN(token_, protocol::NewToken());
   std::string host = cfg_.rendezvous_host;
   if (host.empty()) {
     host = HostName();
@@ -410,9 +409,16 @@ Status Service::Listen() {
       freeaddrinfo(res);
     }
   }
+  // Clients connect to the published address: a loopback one is all that
+  // needs to listen (virtual nodes); otherwise every interface (hosts).
+  const std::string bind_to = protocol::ListenAddressFor(host);
+  DLCKPT_ASSIGN_OR_RETURN(server_, protocol::FrameServer::Listen(cfg_.port, protocol::FrameServer::Limits{},
+                                                                 [this](const std::string& m) { Log(m); }, bind_to));
+  DLCKPT_ASSIGN_OR_RETURN(token_, protocol::NewToken());
   protocol::Rendezvous r{host, server_->port(), token_, cfg_.job};
   DLCKPT_RETURN_IF_ERROR(protocol::WriteRendezvous(cfg_.rendezvous, r));
-  Log("listening on " + host + ":" + std::to_string(server_->port()) + "; rendezvous " + cfg_.rendezvous);
+  Log("listening on " + (bind_to.empty() ? "all interfaces" : bind_to) + " port " + std::to_string(server_->port()) +
+      " (published " + host + "); rendezvous " + cfg_.rendezvous);
   return Status::OK();
 }
 

@@ -55,8 +55,9 @@ FrameServer::FrameServer(std::unique_ptr<Listener> listener, Limits limits, LogF
 
 FrameServer::~FrameServer() = default;
 
-Result<std::unique_ptr<FrameServer>> FrameServer::Listen(int port, Limits limits, LogFn log) {
-  DLCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Listener> l, Listener::Listen(port));
+Result<std::unique_ptr<FrameServer>> FrameServer::Listen(int port, Limits limits, LogFn log,
+                                                         const std::string& address) {
+  DLCKPT_ASSIGN_OR_RETURN(std::unique_ptr<Listener> l, Listener::Listen(port, address));
   // accept(2) must never block the loop, even for a connection reset between
   // poll(2) and accept(2).
   int flags = fcntl(l->fd(), F_GETFL);

@@ -18,23 +18,88 @@ constexpr uint64_t kPrefix = 16;
 // A slot larger than twice what an epoch needs plus this is shrunk.
 constexpr uint64_t kSlack = uint64_t{64} << 20;
 
-std::string EncodeInfo(const protocol::ParityReport& p, uint64_t length) {
+// Body: the parity's identity, its length, the block size and one CRC32C
+// per block (zeros until Complete; the header is sized for them at Prepare).
+std::string EncodeInfo(const protocol::ParityReport& p, uint64_t length, uint64_t block,
+                       const std::vector<uint32_t>& crcs) {
   protocol::Writer w;
   protocol::PutParity(w, p);
   w.U64(length);
+  w.U64(block);
+  w.U32(static_cast<uint32_t>(crcs.size()));
+  for (uint32_t c : crcs) w.U32(c);
   return w.Take();
 }
 
-Status DecodeInfo(std::string_view body, protocol::ParityReport* p, uint64_t* length) {
+Status DecodeInfo(std::string_view body, protocol::ParityReport* p, uint64_t* length, uint64_t* block,
+                  std::vector<uint32_t>* crcs) {
   protocol::Reader r(body, "parity header");
   DLCKPT_RETURN_IF_ERROR(protocol::GetParity(r, p));
   DLCKPT_RETURN_IF_ERROR(r.U64(length));
+  DLCKPT_RETURN_IF_ERROR(r.U64(block));
+  uint32_t n = 0;
+  DLCKPT_RETURN_IF_ERROR(r.Count(&n, 4));
+  if (*block == 0 || n != ParityBlockCount(*length, *block)) {
+    return Status::Corruption("parity header: " + std::to_string(n) + " block checksums for " +
+                              std::to_string(*length) + " bytes in blocks of " + std::to_string(*block));
+  }
+  crcs->resize(n);
+  for (uint32_t& c : *crcs) DLCKPT_RETURN_IF_ERROR(r.U32(&c));
   return r.End();
 }
 
 uint64_t HeaderBytesFor(size_t body) { return (kPrefix + body + kPage - 1) / kPage * kPage; }
 
+// The header bytes of a parity of `length` bytes described by `info`.
+uint64_t HeaderFor(const protocol::ParityReport& info, uint64_t length) {
+  return HeaderBytesFor(EncodeInfo(info, length, kParityBlock,
+                                   std::vector<uint32_t>(ParityBlockCount(length), 0)).size());
+}
+
 }  // namespace
+
+Status ForeignShm(Env* env, const std::string& name) {
+  auto existing = env->OpenShm(name, false);
+  if (existing.ok()) return Status::OK();
+  const int code = existing.status().code();
+  return code == EPERM || code == EACCES ? existing.status() : Status::OK();
+}
+
+uint64_t ParityBlockCount(uint64_t length, uint64_t block) { return (length + block - 1) / block; }
+
+std::vector<uint32_t> ParityBlockCrcs(const uint8_t* data, uint64_t length, uint64_t block) {
+  std::vector<uint32_t> out(ParityBlockCount(length, block));
+  for (uint64_t b = 0; b < out.size(); ++b) {
+    const uint64_t lo = b * block;
+    out[b] = Crc32c(data + lo, std::min(block, length - lo));
+  }
+  return out;
+}
+
+Status CheckParityBlock(const std::string& what, const uint8_t* data, uint64_t length, uint64_t b, uint32_t crc,
+                        uint64_t block) {
+  const uint64_t lo = b * block, hi = std::min(lo + block, length);
+  if (lo < length && Crc32c(data + lo, hi - lo) == crc) return Status::OK();
+  return Status::Corruption(what + ": parity block " + std::to_string(b) + " of " +
+                            std::to_string(ParityBlockCount(length, block)) + " (bytes " + std::to_string(lo) +
+                            "-" + std::to_string(hi == 0 ? 0 : hi - 1) + "): checksum mismatch");
+}
+
+std::vector<memfs::Store::ByteRange> BlocksMeeting(std::span<const memfs::Store::ByteRange> ranges, uint64_t limit,
+                                                   uint64_t block) {
+  std::vector<memfs::Store::ByteRange> out;
+  for (const auto& r : ranges) {
+    if (r.len == 0 || r.offset >= limit) continue;
+    uint64_t lo = r.offset / block * block;
+    uint64_t hi = std::min(limit, (std::min(r.offset + r.len, limit) + block - 1) / block * block);
+    if (!out.empty() && lo <= out.back().offset + out.back().len) {
+      out.back().len = std::max(out.back().len, hi - out.back().offset);
+    } else {
+      out.push_back({lo, hi - lo});
+    }
+  }
+  return out;
+}
 
 std::string ParitySlots::SlotName(int slot) const {
   return ParityName(job_, node_, slot);
@@ -56,13 +121,17 @@ Status ParitySlots::Load(int slot, Mapped* m) {
   if (kPrefix + body_len > size || Crc32c(p + kPrefix, body_len) != crc) {
     return Status::Corruption(SlotName(slot) + ": parity header checksum mismatch");
   }
-  uint64_t length = 0;
+  uint64_t length = 0, block = 0;
   protocol::ParityReport info;
+  std::vector<uint32_t> crcs;
   DLCKPT_RETURN_IF_ERROR(
-      DecodeInfo(std::string_view(reinterpret_cast<const char*>(p + kPrefix), body_len), &info, &length)
+      DecodeInfo(std::string_view(reinterpret_cast<const char*>(p + kPrefix), body_len), &info, &length, &block,
+                 &crcs)
           .Prefixed(SlotName(slot)));
   m->header_bytes = HeaderBytesFor(body_len);
   m->length = length;
+  m->block = block;
+  m->crcs = std::move(crcs);
   if (m->header_bytes + length > size) {
     return Status::Corruption(SlotName(slot) + ": parity length beyond the object");
   }
@@ -72,11 +141,25 @@ Status ParitySlots::Load(int slot, Mapped* m) {
   return Status::OK();
 }
 
+Status ParitySlots::Verify(Mapped* m) {
+  const uint8_t* data = m->shm->data() + m->header_bytes;
+  for (uint64_t b = 0; b < m->crcs.size(); ++b) {
+    Status st = CheckParityBlock(m->info.name, data, m->length, b, m->crcs[b], m->block);
+    if (!st.ok()) {
+      m->damaged = true;
+      return st;
+    }
+  }
+  return Status::OK();
+}
+
 std::vector<protocol::ParityReport> ParitySlots::Scan(std::vector<std::string>* warn) {
   std::vector<protocol::ParityReport> out;
   for (int s = 0; s < 2; ++s) {
     // The mapping stays: only this process writes its node's slots.
     Status st = Load(s, &slots_[s]);
+    // A complete parity whose bytes fail their checksums is an erasure.
+    if (st.ok() && slots_[s].info.complete) st = Verify(&slots_[s]);
     if (st.ok()) {
       if (slots_[s].info.epoch == 0) continue;  // reserved (Reserve): no parity yet
       out.push_back(slots_[s].info);
@@ -88,7 +171,7 @@ std::vector<protocol::ParityReport> ParitySlots::Scan(std::vector<std::string>* 
 }
 
 Status ParitySlots::WriteHeader(Mapped* m) {
-  std::string body = EncodeInfo(m->info, m->length);
+  std::string body = EncodeInfo(m->info, m->length, m->block, m->crcs);
   if (HeaderBytesFor(body.size()) > m->header_bytes) {
     return Status::Error(EOVERFLOW, m->info.name + ": parity header does not fit");
   }
@@ -104,6 +187,19 @@ Status ParitySlots::WriteHeader(Mapped* m) {
   __atomic_thread_fence(__ATOMIC_RELEASE);
   std::memcpy(p + 12, &crc, 4);
   return Status::OK();
+}
+
+Result<std::unique_ptr<MappedShm>> ParitySlots::Recreate(int slot, uint64_t size) {
+  const std::string name = SlotName(slot);
+  DLCKPT_RETURN_IF_ERROR(ForeignShm(env_, name));
+  Status removed = env_->UnlinkShm(name);
+  auto made = env_->CreateShm(name, size, true);
+  if (!made.ok() && made.status().code() == EEXIST && !removed.ok()) {
+    // Planted between the check and the creation: say whose, not just EEXIST.
+    Status theirs = env_->OpenShm(name, false).status();
+    if (!theirs.ok()) return theirs;
+  }
+  return made;
 }
 
 Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64_t length,
@@ -128,13 +224,17 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
       }
     }
   }
+  kept_ = keep;
+  prepared_ = -1;
   int target = keep == 0 ? 1 : 0;
   Mapped& m = slots_[target];
+  // Where the bytes of a complete parity this slot holds begin (0: none).
+  const uint64_t old_header = m.valid && m.info.complete ? m.header_bytes : 0;
   last_fresh_ = false;
   protocol::ParityReport want = info;
   want.complete = false;
   want.name = SlotName(target);
-  uint64_t header = HeaderBytesFor(EncodeInfo(want, length).size());
+  uint64_t header = HeaderFor(want, length);
   uint64_t need = header + length;
   // Room to grow a little without recreating the slot every epoch.
   const uint64_t room = std::max((length + length / 16 + kPage - 1) / kPage * kPage, kPage);
@@ -146,17 +246,8 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   }
   if (!m.shm || m.shm->size() < need) {
     m.shm.reset();
-    Status removed = env_->UnlinkShm(SlotName(target));
-    auto made = env_->CreateShm(SlotName(target), header + room, true);
-    if (!made.ok()) {
-      // An object this uid may not remove holds the name (another user's, in
-      // the sticky /dev/shm): say whose, rather than just EEXIST.
-      Status theirs = made.status().code() == EEXIST && !removed.ok()
-                          ? env_->OpenShm(SlotName(target), false).status()
-                          : Status::OK();
-      return theirs.ok() ? made.status() : theirs;
-    }
-    m.shm = std::move(made).value();
+    m.valid = false;
+    DLCKPT_ASSIGN_OR_RETURN(m.shm, Recreate(target, header + room));
     last_fresh_ = true;
     // Pre-touch (dlckpt/memfs/memfs.h): the fresh object holds no parity yet,
     // so one word per page of its data area is written now rather than the
@@ -165,10 +256,15 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
     if (memfs::PretouchEnabled()) {
       memfs::PretouchPages(m.shm->data() + header, m.shm->size() - header);
     }
+  } else if (old_header != 0 && old_header != header) {
+    last_fresh_ = true;  // the data area moved: the old parity's bytes are not where they were
   }
   m.info = want;
   m.header_bytes = header;
   m.length = length;
+  m.block = kParityBlock;
+  m.crcs.assign(ParityBlockCount(length), 0);
+  m.damaged = false;
   DLCKPT_RETURN_IF_ERROR(WriteHeader(&m));
   m.valid = true;
   prepared_ = target;
@@ -183,23 +279,21 @@ Status ParitySlots::Reserve(const protocol::ParityReport& shape, uint64_t length
     Mapped& m = slots_[s];
     (void)Load(s, &m);
     want.name = SlotName(s);
-    const uint64_t header = HeaderBytesFor(EncodeInfo(want, length).size());
+    const uint64_t header = HeaderFor(want, length);
     const uint64_t size = header + std::max((length + kPage - 1) / kPage * kPage, kPage);
     if (m.valid && m.info.complete) continue;  // may be the parity a recovery needs
     if (m.shm && m.shm->size() >= size) continue;
     m.shm.reset();
     m.valid = false;
-    Status removed = env_->UnlinkShm(SlotName(s));
-    auto made = env_->CreateShm(SlotName(s), size, true);
-    if (!made.ok()) {
-      return made.status().code() == EEXIST && !removed.ok() ? removed : made.status();
-    }
-    m.shm = std::move(made).value();
+    DLCKPT_ASSIGN_OR_RETURN(m.shm, Recreate(s, size));
     if (memfs::PretouchEnabled()) memfs::PretouchPages(m.shm->data() + header, m.shm->size() - header);
     // A valid, incomplete header: survey and rebuild ignore the slot, Prepare writes it.
     m.info = want;
     m.header_bytes = header;
     m.length = 0;
+    m.block = kParityBlock;
+    m.crcs.clear();
+    m.damaged = false;
     DLCKPT_RETURN_IF_ERROR(WriteHeader(&m));
     m.valid = true;
   }
@@ -209,8 +303,45 @@ Status ParitySlots::Reserve(const protocol::ParityReport& shape, uint64_t length
 Status ParitySlots::Complete() {
   if (prepared_ < 0) return Status::InvalidArgument("parity: Complete without Prepare");
   Mapped& m = slots_[prepared_];
-  m.info.complete = true;
   prepared_ = -1;
+  m.crcs = ParityBlockCrcs(m.shm->data() + m.header_bytes, m.length, m.block);
+  m.info.complete = true;
+  return WriteHeader(&m);
+}
+
+Status ParitySlots::CompleteDelta(uint64_t keep, std::span<const memfs::Store::ByteRange> changed) {
+  if (prepared_ < 0) return Status::InvalidArgument("parity: Complete without Prepare");
+  Mapped& m = slots_[prepared_];
+  prepared_ = -1;
+  if (kept_ < 0 || !slots_[kept_].valid || !slots_[kept_].info.complete || slots_[kept_].info.epoch != keep ||
+      slots_[kept_].info.group != m.info.group || slots_[kept_].info.index != m.info.index ||
+      slots_[kept_].block != m.block) {
+    return Status::NotFound(m.info.name + ": the parity of epoch " + std::to_string(keep) +
+                            " that this one updates is not in the kept slot");
+  }
+  Mapped& k = slots_[kept_];
+  std::vector<uint32_t> crcs = ParityBlockCrcs(m.shm->data() + m.header_bytes, m.length, m.block);
+  const uint8_t* kept_data = k.shm->data() + k.header_bytes;
+  size_t r = 0;  // the first range of `changed` not wholly before the block
+  for (uint64_t b = 0; b < crcs.size() && b * m.block < k.length; ++b) {
+    const uint64_t lo = b * m.block;
+    const uint64_t hi = std::min(lo + m.block, m.length);
+    while (r < changed.size() && changed[r].offset + changed[r].len <= lo) ++r;
+    const bool copied = !(r < changed.size() && changed[r].offset < hi) && hi == std::min(lo + k.block, k.length);
+    // A copied block carries the kept block's checksum: that proves both.
+    if (copied && crcs[b] == k.crcs[b]) continue;
+    // Else the kept block it was computed from must be intact.
+    if (Status st = CheckParityBlock(k.info.name, kept_data, k.length, b, k.crcs[b], k.block); !st.ok()) {
+      k.damaged = true;
+      return st;
+    }
+    if (copied) {
+      return Status::Corruption(m.info.name + ": parity block " + std::to_string(b) +
+                                " differs from the block of the kept parity it copies");
+    }
+  }
+  m.crcs = std::move(crcs);
+  m.info.complete = true;
   return WriteHeader(&m);
 }
 
@@ -220,6 +351,7 @@ Result<Extent> ParitySlots::Find(uint32_t group, uint32_t index, uint64_t epoch,
     const auto& i = slots_[s].info;
     if (i.complete && i.group == group && i.index == index && i.epoch == epoch &&
         i.generation == generation) {
+      DLCKPT_RETURN_IF_ERROR(Verify(&slots_[s]));
       return Extent{slots_[s].shm->data() + slots_[s].header_bytes, slots_[s].length};
     }
   }
@@ -231,7 +363,7 @@ Result<Extent> ParitySlots::Kept(uint32_t group, uint32_t index, uint64_t epoch,
                                  protocol::ParityReport* info) {
   int best = -1;
   for (int s = 0; s < 2; ++s) {
-    if (!Load(s, &slots_[s]).ok()) continue;
+    if (!Load(s, &slots_[s]).ok() || slots_[s].damaged || slots_[s].block != kParityBlock) continue;
     const auto& i = slots_[s].info;
     if (i.complete && i.group == group && i.index == index && i.epoch == epoch &&
         (best < 0 || i.generation > slots_[best].info.generation)) {
@@ -262,9 +394,11 @@ void ParitySlots::RemoveAll() {
   for (int s = 0; s < 2; ++s) {
     slots_[s].shm.reset();
     slots_[s].valid = false;
-    (void)env_->UnlinkShm(SlotName(s));
+    slots_[s].damaged = false;
+    if (ForeignShm(env_, SlotName(s)).ok()) (void)env_->UnlinkShm(SlotName(s));
   }
   prepared_ = -1;
+  kept_ = -1;
 }
 
 }  // namespace dlckpt::codec

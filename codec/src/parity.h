@@ -15,23 +15,53 @@
 // ($DLCKPT_PRETOUCH, dlckpt/memfs/memfs.h); Reserve does both before the
 // first encode. Not thread-safe; one ParitySlots per codec process.
 //
+// Integrity: Complete records a CRC32C of every kParityBlock bytes of the
+// parity in the header. A complete parity is checked against them before it
+// is reported (Scan) or read (Find, CompleteDelta); a parity that fails is
+// an erasure, as a damaged store is: Scan leaves it out and warns, Find
+// refuses it (Corruption naming the slot and the block).
+//
 // Ownership: a slot is adopted only if this uid created it with mode 0600
-// (Env::OpenShm); another object under a slot's name is reported by Scan,
-// never read by Find, and replaced by Prepare with a fresh object, or, if
-// this uid may not remove it, Prepare fails naming its owner.
+// (Env::OpenShm). Another object under a slot's name (another uid's, not a
+// regular file, another mode) is reported by Scan, never read by Find, and
+// never removed: Prepare and Reserve fail with Env::OpenShm's EPERM/EACCES
+// naming /dev/shm/NAME, and RemoveAll leaves it.
 #ifndef DLCKPT_CODEC_PARITY_H_
 #define DLCKPT_CODEC_PARITY_H_
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/memfs/extent.h"
+#include "dlckpt/memfs/memfs.h"
 #include "dlckpt/codec/protocol.h"
 #include "dlckpt/base/status.h"
 
 namespace dlckpt::codec {
+
+// Bytes covered by one parity checksum (the last block of a parity may be
+// shorter).
+inline constexpr uint64_t kParityBlock = uint64_t{1} << 20;
+// The number of blocks of a parity of `length` bytes.
+uint64_t ParityBlockCount(uint64_t length, uint64_t block = kParityBlock);
+// The CRC32C of every block of data[0, length).
+std::vector<uint32_t> ParityBlockCrcs(const uint8_t* data, uint64_t length, uint64_t block = kParityBlock);
+// OK when block `b` of data[0, length) has CRC32C `crc`; otherwise
+// Corruption "<what>: parity block B of N (bytes X-Y): checksum mismatch".
+Status CheckParityBlock(const std::string& what, const uint8_t* data, uint64_t length, uint64_t b, uint32_t crc,
+                        uint64_t block = kParityBlock);
+// The blocks that meet any of `ranges` (sorted, disjoint), as byte ranges
+// rounded out to block boundaries and clipped to [0, limit).
+std::vector<memfs::Store::ByteRange> BlocksMeeting(std::span<const memfs::Store::ByteRange> ranges, uint64_t limit,
+                                                   uint64_t block = kParityBlock);
+
+// The refusal (EPERM/EACCES, naming /dev/shm/NAME) when an object named
+// `name` exists but is not this uid's to use or remove (Env::OpenShm's
+// ownership check); OK otherwise, also when there is none.
+Status ForeignShm(Env* env, const std::string& name);
 
 class ParitySlots {
  public:
@@ -51,6 +81,9 @@ class ParitySlots {
   // 0: the slot that does not hold the newest complete parity); returns where
   // its bytes go.
   Result<uint8_t*> Prepare(const protocol::ParityReport& info, uint64_t length, uint64_t keep);
+  // Prepare sets last_prepare_fresh() also when the slot held a complete
+  // parity and its data area moved (a header of another size): that
+  // parity's bytes are then not where they were.
   // Creates, pre-faulted and pre-touched, each slot that is missing or
   // smaller than a parity of `length` bytes for a group of `shape` (its
   // members' records; epoch and sizes ignored) needs, so that the first
@@ -59,8 +92,19 @@ class ParitySlots {
   // Prepare. Prepare later shrinks a slot far larger than an epoch needs.
   // Fails (ENOSPC, ...) leaving the slot absent: Prepare creates it then.
   Status Reserve(const protocol::ParityReport& shape, uint64_t length);
-  // Marks the prepared parity complete.
+  // Marks the prepared parity complete, with the CRC32C of each block.
   Status Complete();
+  // Incremental encode: as Complete, for a parity written by updating the
+  // complete parity of epoch `keep` that the Prepare kept, after proving
+  // that every byte it took from that parity was intact. `changed`: the
+  // ranges the update changed (sorted, disjoint); every other byte of a
+  // block that meets none of them was copied, or is the same as before.
+  // Such a block must carry the kept block's CRC; every kept block that
+  // meets `changed` (or whose end moved with the length) must match its
+  // own. Otherwise Corruption naming the slot and block; the new parity
+  // stays incomplete, and a kept parity found damaged is no longer offered
+  // by Kept (the next encode is a full one).
+  Status CompleteDelta(uint64_t keep, std::span<const memfs::Store::ByteRange> changed);
 
   // The bytes of a complete parity (group, index, epoch, generation) held
   // here, for a rebuild. The mapping stays valid while this object lives.
@@ -68,7 +112,8 @@ class ParitySlots {
 
   // Incremental encode: the complete parity (group, index) of epoch `epoch`
   // held here, of any generation (the newest if both slots hold one), and
-  // its header in *info. NotFound otherwise. Call before Prepare: the bytes
+  // its header in *info. NotFound otherwise, and for a parity found damaged
+  // (CompleteDelta, Scan). Call before Prepare: the bytes
   // stay valid and unchanged through the Prepare that keeps this epoch and
   // the Complete after it (Prepare never writes the slot it keeps).
   Result<Extent> Kept(uint32_t group, uint32_t index, uint64_t epoch, protocol::ParityReport* info);
@@ -79,7 +124,8 @@ class ParitySlots {
   // True if the last Prepare created its slot afresh (its old bytes are gone).
   bool last_prepare_fresh() const { return last_fresh_; }
 
-  // Removes both slots (a node that stopped being a spare, or shutdown).
+  // Removes both slots (a node that stopped being a spare, or shutdown);
+  // an object under a slot's name that is not this uid's is left alone.
   void RemoveAll();
 
  private:
@@ -88,9 +134,17 @@ class ParitySlots {
     protocol::ParityReport info;
     uint64_t header_bytes = 0;
     uint64_t length = 0;  // parity bytes after the header
+    uint64_t block = kParityBlock;
+    std::vector<uint32_t> crcs;  // per block; meaningful once complete
     bool valid = false;
+    bool damaged = false;  // a check of its blocks failed (until rewritten)
   };
   Status Load(int slot, Mapped* m);
+  // Checks every block of a complete slot; marks it damaged on failure.
+  Status Verify(Mapped* m);
+  // A fresh object of `size` bytes for `slot`, replacing this uid's object
+  // under its name; another's is refused (EPERM/EACCES), never removed.
+  Result<std::unique_ptr<MappedShm>> Recreate(int slot, uint64_t size);
   // Writes m->info and m->length as the slot's header (torn writes never validate).
   Status WriteHeader(Mapped* m);
 
@@ -98,6 +152,7 @@ class ParitySlots {
   Env* env_;
   Mapped slots_[2];
   int prepared_ = -1;
+  int kept_ = -1;  // the slot the last Prepare kept, or -1
   bool last_fresh_ = false;
 };
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -170,9 +171,10 @@ TEST_F(ParityTest, AnInterruptedWriteLeavesAnIncompleteSlot) {
 }
 
 // A parity slot planted by another local user (or left readable by others)
-// is never taken for this node's parity: survey warns naming it, rebuild
-// does not read it, and a new parity goes into a fresh 0600 object.
-TEST_F(ParityTest, APlantedSlotIsNeverAdopted) {
+// is never taken for this node's parity, nor removed: survey warns naming
+// it, rebuild does not read it, and an encode into it fails naming it, as
+// Env::OpenShm refuses a planted store.
+TEST_F(ParityTest, APlantedSlotIsRefusedNeverAdoptedNorRemoved) {
   {
     ParitySlots s(job_, "n9");
     Write(s, 5, 0);  // slot 0: a complete parity of epoch 5, then given away
@@ -191,14 +193,178 @@ TEST_F(ParityTest, APlantedSlotIsNeverAdopted) {
                          : " has mode 0666, expected 0600";
   EXPECT_NE(warn[0].find("parity object " + path + why), std::string::npos) << warn[0];
   EXPECT_EQ(fresh.Find(0, 0, 5, 1).status().code(), ENOENT);
-  // The next encode replaces the planted object with one of its own.
-  Write(fresh, 6, 5);
+  // The next encode targets that slot: refused, the object left as it was.
+  auto p = fresh.Prepare(Info(6), 4096, 5);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), root ? EPERM : EACCES);
+  EXPECT_NE(p.status().message().find("parity object " + path + why), std::string::npos) << p.status().ToString();
+  EXPECT_FALSE(fresh.Reserve(Info(0), 4096).ok());
+  fresh.RemoveAll();
   struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, root ? 65534u : geteuid());
+  EXPECT_EQ(st.st_mode & 07777, 0666u);
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  // Gone: the next encode creates a fresh 0600 object of its own.
+  Write(fresh, 6, 5);
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, geteuid());
   EXPECT_EQ(st.st_mode & 07777, 0600u);
   EXPECT_TRUE(fresh.Find(0, 0, 6, 1).ok());
-  EXPECT_EQ(ParitySlots(job_, "n9").Find(0, 0, 5, 1).status().code(), ENOENT);
+}
+
+TEST(ParityBlocksTest, ChecksumsPerBlockNameTheDamagedOne) {
+  std::vector<uint8_t> data(2 * kParityBlock + 100);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+  EXPECT_EQ(ParityBlockCount(0), 0u);
+  EXPECT_EQ(ParityBlockCount(1), 1u);
+  EXPECT_EQ(ParityBlockCount(kParityBlock), 1u);
+  auto crcs = ParityBlockCrcs(data.data(), data.size());
+  ASSERT_EQ(crcs.size(), 3u);
+  for (uint64_t b = 0; b < 3; ++b) EXPECT_TRUE(CheckParityBlock("p", data.data(), data.size(), b, crcs[b]).ok());
+  data[2 * kParityBlock + 99] ^= 1;  // the last, short block
+  Status st = CheckParityBlock("p", data.data(), data.size(), 2, crcs[2]);
+  EXPECT_EQ(st.code(), EBADMSG);
+  EXPECT_NE(st.message().find("p: parity block 2 of 3 (bytes 2097152-2097251): checksum mismatch"),
+            std::string::npos)
+      << st.ToString();
+  EXPECT_TRUE(CheckParityBlock("p", data.data(), data.size(), 1, crcs[1]).ok());
+  // Blocks met by ranges, rounded out and merged, clipped to the length.
+  std::vector<memfs::Store::ByteRange> r{{10, 5}, {kParityBlock - 1, 2}, {3 * kParityBlock, 1}};
+  auto b = BlocksMeeting(r, 2 * kParityBlock + 100);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].offset, 0u);
+  EXPECT_EQ(b[0].len, 2 * kParityBlock);
+  r = {{kParityBlock + 1, 1}, {2 * kParityBlock + 50, 10}};
+  b = BlocksMeeting(r, 2 * kParityBlock + 100);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].offset, kParityBlock);
+  EXPECT_EQ(b[0].len, kParityBlock + 100);
+}
+
+class ParityDamageTest : public ParityTest {
+ protected:
+  static constexpr uint64_t kLen = 3 * kParityBlock;
+  std::string Path(int slot) { return "/dev/shm" + ParitySlots(job_, "n9").SlotName(slot); }
+  // Writes a complete parity of `epoch` (kLen bytes of a pattern) into the
+  // slot that does not hold `keep`'s; returns that slot.
+  int WriteBig(ParitySlots& s, uint64_t epoch, uint64_t keep) {
+    auto p = s.Prepare(Info(epoch), kLen, keep);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (!p.ok()) return -1;
+    for (uint64_t i = 0; i < kLen; ++i) (*p)[i] = static_cast<uint8_t>(i * 13 + epoch);
+    EXPECT_TRUE(s.Complete().ok());
+    return SlotOf(epoch);
+  }
+  int SlotOf(uint64_t epoch) {
+    for (const auto& r : ParitySlots(job_, "n9").Scan(nullptr)) {
+      if (r.epoch == epoch) return r.name == ParitySlots(job_, "n9").SlotName(0) ? 0 : 1;
+    }
+    return -1;
+  }
+  // Flips one parity byte of `slot` at `offset` (after the one-page header).
+  void Flip(int slot, uint64_t offset) {
+    FILE* f = std::fopen(Path(slot).c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fseek(f, static_cast<long>(4096 + offset), SEEK_SET), 0);
+    int c = std::fgetc(f);
+    ASSERT_EQ(std::fseek(f, static_cast<long>(4096 + offset), SEEK_SET), 0);
+    std::fputc(c ^ 0x20, f);
+    std::fclose(f);
+  }
+};
+
+// A damaged parity is an erasure, as a damaged store is: the survey leaves it
+// out and says which block failed; a rebuild never reads it.
+TEST_F(ParityDamageTest, ADamagedParityIsLeftOutAndNeverRead) {
+  ParitySlots s(job_, "n9");
+  int slot = WriteBig(s, 4, 0);
+  ASSERT_GE(slot, 0);
+  EXPECT_TRUE(s.Find(0, 0, 4, 1).ok());
+  Flip(slot, kParityBlock + 5);
+  ParitySlots fresh(job_, "n9");
+  std::vector<std::string> warn;
+  EXPECT_TRUE(fresh.Scan(&warn).empty());
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_NE(warn[0].find(ParitySlots(job_, "n9").SlotName(slot) +
+                         ": parity block 1 of 3 (bytes 1048576-2097151): checksum mismatch"),
+            std::string::npos)
+      << warn[0];
+  auto found = fresh.Find(0, 0, 4, 1);
+  EXPECT_EQ(found.status().code(), EBADMSG) << found.status().ToString();
+  protocol::ParityReport info;
+  EXPECT_EQ(fresh.Kept(0, 0, 4, &info).status().code(), ENOENT);
+  // The same parity is found again once its bytes are whole.
+  Flip(slot, kParityBlock + 5);
+  EXPECT_EQ(ParitySlots(job_, "n9").Scan(nullptr).size(), 1u);
+  EXPECT_TRUE(ParitySlots(job_, "n9").Find(0, 0, 4, 1).ok());
+}
+
+// An incremental encode updates the kept parity: it may complete only when
+// every byte it took from the kept parity was intact, else the kept parity
+// is no longer offered for deltas (the next encode is full).
+TEST_F(ParityDamageTest, ADeltaCompletesOnlyFromAnIntactKeptParity) {
+  const std::vector<memfs::Store::ByteRange> changed{{100, 10}};  // in block 0
+  auto delta = [&](ParitySlots& s, uint64_t epoch, uint64_t keep) -> Status {
+    protocol::ParityReport kinfo;
+    auto kept = s.Kept(0, 0, keep, &kinfo);
+    if (!kept.ok()) return kept.status();
+    auto p = s.Prepare(Info(epoch), kLen, keep);
+    if (!p.ok()) return p.status();
+    std::memcpy(*p, kept->data, kLen);  // unchanged bytes copied
+    for (const auto& r : changed) {
+      for (uint64_t i = r.offset; i < r.offset + r.len; ++i) (*p)[i] ^= 0x5a;  // kept xor delta
+    }
+    return s.CompleteDelta(keep, changed);
+  };
+  {
+    ParitySlots s(job_, "n9");
+    WriteBig(s, 1, 0);
+    ASSERT_TRUE(delta(s, 2, 1).ok());
+    auto two = s.Find(0, 0, 2, 1);  // its checksums are those of its bytes
+    ASSERT_TRUE(two.ok()) << two.status().ToString();
+    EXPECT_EQ(two->data[100], static_cast<uint8_t>((100 * 13 + 1) ^ 0x5a));
+  }
+  const int kept = SlotOf(2);
+  ASSERT_GE(kept, 0);
+  // Damage in an unchanged block of the kept parity (copied as it is).
+  {
+    ParitySlots s(job_, "n9");
+    Flip(kept, 2 * kParityBlock + 7);
+    Status st = delta(s, 3, 2);
+    EXPECT_EQ(st.code(), EBADMSG);
+    EXPECT_NE(st.message().find("parity block 2 of 3"), std::string::npos) << st.ToString();
+    protocol::ParityReport kinfo;
+    EXPECT_EQ(s.Kept(0, 0, 2, &kinfo).status().code(), ENOENT);
+    EXPECT_EQ(ParitySlots(job_, "n9").Find(0, 0, 3, 1).status().code(), ENOENT);  // never completed
+    Flip(kept, 2 * kParityBlock + 7);
+  }
+  // Damage in the changed block of the kept parity (read, xored).
+  {
+    ParitySlots s(job_, "n9");
+    Flip(kept, 3);
+    Status st = delta(s, 3, 2);
+    EXPECT_EQ(st.code(), EBADMSG);
+    EXPECT_NE(st.message().find("parity block 0 of 3"), std::string::npos) << st.ToString();
+    Flip(kept, 3);
+  }
+  // Damage in the copy itself (the slot written): the kept parity is whole.
+  {
+    ParitySlots s(job_, "n9");
+    protocol::ParityReport kinfo;
+    auto kept = s.Kept(0, 0, 2, &kinfo);
+    ASSERT_TRUE(kept.ok());
+    auto p = s.Prepare(Info(3), kLen, 2);
+    ASSERT_TRUE(p.ok());
+    std::memcpy(*p, kept->data, kLen);
+    (*p)[kParityBlock + 1] ^= 1;
+    Status st = s.CompleteDelta(2, changed);
+    EXPECT_EQ(st.code(), EBADMSG);
+    EXPECT_NE(st.message().find("parity block 1 differs from the block of the kept parity it copies"),
+              std::string::npos)
+        << st.ToString();
+    EXPECT_TRUE(s.Kept(0, 0, 2, &kinfo).ok());
+  }
 }
 
 }  // namespace

@@ -262,7 +262,8 @@ Status Fields(IO& io, SurveyReply& m) {
     DLCKPT_RETURN_IF_ERROR(io.List(n.stores, 38, [](IO& io, StoreReport& s) {
       return Each(io, s.name, s.job, s.rank, s.acked, s.pending, s.error, s.acked_ok, s.pending_ok, s.damage);
     }));
-    return io.List(n.parities, 42, [](IO& io, ParityReport& p) { return Each(io, p.name, p); });
+    DLCKPT_RETURN_IF_ERROR(io.List(n.parities, 42, [](IO& io, ParityReport& p) { return Each(io, p.name, p); }));
+    return io.List(n.parity_damage, 4, [](IO& io, std::string& why) { return io(why); });
   });
 }
 
@@ -605,9 +606,37 @@ Listener::~Listener() {
   if (fd_ >= 0) close(fd_);
 }
 
-Result<std::unique_ptr<Listener>> Listener::Listen(int port) {
-  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+std::string ListenAddressFor(std::string_view host) {
+  struct in_addr a4 {};
+  struct in6_addr a6 {};
+  const std::string h(host);
+  if (inet_pton(AF_INET, h.c_str(), &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127) return h;
+  if (inet_pton(AF_INET6, h.c_str(), &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6)) return h;
+  return "";
+}
+
+Result<std::unique_ptr<Listener>> Listener::Listen(int port, const std::string& address) {
+  struct sockaddr_in6 a6 {};
+  struct sockaddr_in a4 {};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_addr = in6addr_any;
+  a6.sin6_port = htons(static_cast<uint16_t>(port));
+  a4.sin_family = AF_INET;
+  a4.sin_addr.s_addr = htonl(INADDR_ANY);
+  a4.sin_port = htons(static_cast<uint16_t>(port));
+  // An IPv4 address binds an IPv4 socket; an IPv6 one or none, an IPv6
+  // socket that also takes IPv4 (IPv4 only when the host has no IPv6).
+  bool v4_only = false;
+  if (!address.empty()) {
+    if (inet_pton(AF_INET, address.c_str(), &a4.sin_addr) == 1) {
+      v4_only = true;
+    } else if (inet_pton(AF_INET6, address.c_str(), &a6.sin6_addr) != 1) {
+      return Status::InvalidArgument("listen: '" + address + "' is not a numeric IPv4 or IPv6 address");
+    }
+  }
+  int fd = v4_only ? -1 : socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
   bool v6 = fd >= 0;
+  if (!v6 && !address.empty() && !v4_only) return Status::FromErrno(errno, "socket for " + address);
   if (!v6) fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno(errno, "socket");
   int one = 1;
@@ -616,22 +645,15 @@ Result<std::unique_ptr<Listener>> Listener::Listen(int port) {
   if (v6) {
     int zero = 0;
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    struct sockaddr_in6 a {};
-    a.sin6_family = AF_INET6;
-    a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(static_cast<uint16_t>(port));
-    rc = bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a);
+    rc = bind(fd, reinterpret_cast<struct sockaddr*>(&a6), sizeof a6);
   } else {
-    struct sockaddr_in a {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    rc = bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a);
+    rc = bind(fd, reinterpret_cast<struct sockaddr*>(&a4), sizeof a4);
   }
   if (rc != 0 || listen(fd, 64) != 0) {
     int err = errno;
     close(fd);
-    return Status::FromErrno(err, "listen on port " + std::to_string(port));
+    return Status::FromErrno(err, "listen on " + (address.empty() ? "" : address + " ") + "port " +
+                                      std::to_string(port));
   }
   struct sockaddr_storage ss {};
   socklen_t len = sizeof ss;

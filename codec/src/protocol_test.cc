@@ -1,6 +1,9 @@
 #include "dlckpt/codec/protocol.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,6 +173,37 @@ TEST(ProtocolTest, ReceiveTimesOutWithoutSpinning) {
   // Blocking in poll(2): far less CPU than wall time.
   EXPECT_LT(static_cast<double>(clock() - before) / CLOCKS_PER_SEC, 0.1);
   EXPECT_EQ(Connection::Connect("127.0.0.1", 1, 2000).status().code(), ECONNREFUSED);
+}
+
+// Virtual nodes publish a loopback address: the service listens there
+// only, not on every interface; other addresses (hosts) need all of them.
+TEST(ProtocolTest, AServicePublishingLoopbackListensOnLoopbackOnly) {
+  EXPECT_EQ(ListenAddressFor("127.0.0.1"), "127.0.0.1");
+  EXPECT_EQ(ListenAddressFor("127.0.1.1"), "127.0.1.1");
+  EXPECT_EQ(ListenAddressFor("::1"), "::1");
+  EXPECT_EQ(ListenAddressFor("10.0.0.7"), "");
+  EXPECT_EQ(ListenAddressFor("fd00::7"), "");
+  EXPECT_EQ(ListenAddressFor("vm"), "");
+  EXPECT_EQ(ListenAddressFor(""), "");
+  auto l = Listener::Listen(0, "127.0.0.1");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  struct sockaddr_storage ss {};
+  socklen_t len = sizeof ss;
+  ASSERT_EQ(getsockname((*l)->fd(), reinterpret_cast<struct sockaddr*>(&ss), &len), 0);
+  ASSERT_EQ(ss.ss_family, AF_INET);
+  char ip[INET_ADDRSTRLEN] = "";
+  inet_ntop(AF_INET, &reinterpret_cast<struct sockaddr_in*>(&ss)->sin_addr, ip, sizeof ip);
+  EXPECT_STREQ(ip, "127.0.0.1");
+  auto c = Connection::Connect("127.0.0.1", (*l)->port(), 5000);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  auto any = Listener::Listen(0);
+  ASSERT_TRUE(any.ok());
+  len = sizeof ss;
+  ASSERT_EQ(getsockname((*any)->fd(), reinterpret_cast<struct sockaddr*>(&ss), &len), 0);
+  if (ss.ss_family == AF_INET6) {
+    EXPECT_TRUE(IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<struct sockaddr_in6*>(&ss)->sin6_addr));
+  }
+  EXPECT_EQ(Listener::Listen(0, "vm").status().code(), EINVAL);
 }
 
 TEST(ProtocolTest, RendezvousFile) {

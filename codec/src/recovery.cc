@@ -88,11 +88,13 @@ Result<Plan> Decide(const Input& in) {
   std::map<int32_t, std::set<uint64_t>> avail;
   std::map<int32_t, std::string> found;
   std::map<int32_t, std::string> damaged;
+  std::vector<std::string> damaged_parity;  // "node: why", erasures like damaged stores
   uint64_t newest_acked = 0;
   std::set<uint64_t> acked_epochs;
   std::map<std::pair<uint64_t, uint64_t>, Encoding> encodings;
   for (const auto& node : in.survey.nodes) {
     if (in.dead_nodes.count(node.node)) continue;
+    for (const auto& why : node.parity_damage) damaged_parity.push_back(node.node + ": " + why);
     for (const auto& s : node.stores) {
       if (!in.placement.count(s.rank)) continue;  // not a rank of this job
       if (!s.error.empty()) {
@@ -267,6 +269,10 @@ Result<Plan> Decide(const Input& in) {
         os << "; damaged stores:";
         for (const auto& [r, why] : damaged) os << " rank " << r << " (" << why << ")";
       }
+      if (!damaged_parity.empty()) {
+        os << "; damaged parity:";
+        for (const auto& why : damaged_parity) os << " (" << why << ")";
+      }
       return Status::Error(ENOTRECOVERABLE, os.str());
     }
     plan.epoch = 0;  // nothing was ever acknowledged: start from scratch
@@ -395,9 +401,10 @@ Result<Plan> Decide(const Input& in) {
   }
   if (!plan.degraded.empty()) os << "; " << DescribeDegraded(plan);
   plan.summary = os.str();
-  if (!damaged.empty()) {
+  if (!damaged.empty() || !damaged_parity.empty()) {
     std::ostringstream d;
     for (const auto& [r, why] : damaged) d << (d.tellp() ? "; " : "") << "rank " << r << ": " << why;
+    for (const auto& why : damaged_parity) d << (d.tellp() ? "; " : "") << "parity on " << why;
     plan.damage = d.str();
   }
   return plan;

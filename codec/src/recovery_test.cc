@@ -173,6 +173,41 @@ TEST_F(RecoveryTest, ReedSolomonRebuildsTwoMembersOfOneGroup) {
   EXPECT_EQ(q.status().code(), ENOTRECOVERABLE);
 }
 
+// A parity the survey left out (its bytes failed their checksums) is an
+// erasure: RS k=2 rebuilds from the other parity; with both damaged, or the
+// only XOR parity, the decision is ENOTRECOVERABLE and names the damage.
+TEST_F(RecoveryTest, ADamagedParityIsAnErasure) {
+  const std::string why = "/dlckpt.j.vn4.parity0: parity block 0 of 1 (bytes 0-99): checksum mismatch";
+  Stores(2, 0);
+  nodes_["vn4"].parity_damage.push_back(why);
+  Parity("vn5", 0, 1, 2, 2, true, {0, 1, 2, 3}, 1);
+  Kill("vn1");
+  auto p = Run();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->rebuilds.size(), 1u);
+  EXPECT_EQ(p->rebuilds[0].member, 1u);
+  EXPECT_NE(p->damage.find("parity on vn4: " + why), std::string::npos) << p->damage;
+  // Both parities damaged: nothing can rebuild vn1.
+  nodes_["vn5"].parities.clear();
+  nodes_["vn5"].parity_damage.push_back("/dlckpt.j.vn5.parity1: parity block 0 of 1: checksum mismatch");
+  auto q = Run();
+  ASSERT_EQ(q.status().code(), ENOTRECOVERABLE);
+  const std::string& m = q.status().message();
+  EXPECT_EQ(m.find("unrecoverable: "), 0u) << m;
+  EXPECT_NE(m.find("damaged parity: (vn4: " + why + ")"), std::string::npos) << m;
+  EXPECT_NE(m.find("(vn5: /dlckpt.j.vn5.parity1"), std::string::npos) << m;
+}
+
+TEST_F(RecoveryTest, ADamagedXorParityMakesALossUnrecoverable) {
+  Stores(5, 0);
+  nodes_["vn4"].parity_damage.push_back("/dlckpt.j.vn4.parity0: parity block 0 of 1: checksum mismatch");
+  Parity("vn5", 1, 0, 1, 5, true, {2, 3});
+  Kill("vn1");
+  auto p = Run();
+  ASSERT_EQ(p.status().code(), ENOTRECOVERABLE);
+  EXPECT_NE(p.status().message().find("damaged parity: (vn4: "), std::string::npos) << p.status().message();
+}
+
 TEST_F(RecoveryTest, InterruptedEncodeFallsBackToPreviousEpoch) {
   Stores(3, 4);
   Parity("vn4", 0, 0, 1, 3, true, {0, 1});

@@ -216,10 +216,11 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
     broken_ = true;
     return st.Prefixed(where_ + ": agreeing on the outcome");
   }
-  if (!status.ok()) return status;
+  // ECANCELED is reserved for "another rank failed": a failing rank's own error never carries it.
+  if (!status.ok()) return status.code() == ECANCELED ? Status::IOError(status.message()) : status;
   if (any_failed != 0) {
-    return Status::IOError(where_ + ": rank " + std::to_string(any_failed - 1) +
-                           " failed its part (see its error)");
+    return Status::Error(ECANCELED, where_ + ": rank " + std::to_string(any_failed - 1) +
+                                        " failed its part (see its error)");
   }
   stats.seconds = NowSeconds() - t_start;
   return stats;

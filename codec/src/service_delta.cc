@@ -220,12 +220,15 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
     }
     // The other slot still holds the parity the kept one was updated from:
     // only what that update changed, and the tail, differ (SlotHistory).
+    // The blocks this update changes are copied whole, so that every byte
+    // of them comes from the kept parity, whose blocks CompleteDelta checks.
     reuse = old.ok() && history_.valid && history_.epoch == keep && history_.length == old->len &&
             parity_.OtherHolds(group, index, keep, history_.from);
     if (reuse) {
       uint64_t lo = std::min(history_.from_length, history_.length);
       std::vector<std::vector<memfs::Store::ByteRange>> lists{
-          history_.ranges, {memfs::Store::ByteRange{lo, plan.length > lo ? plan.length - lo : 0}}};
+          history_.ranges, {memfs::Store::ByteRange{lo, plan.length > lo ? plan.length - lo : 0}},
+          BlocksMeeting(plan.ranges, plan.length)};
       stale = UnionRanges(lists, plan.length);
     }
   }

@@ -145,15 +145,20 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
         auto stats = group_transport_->Run(EncodeSpec(**code, label), extents, &sink);
         run_status = stats.status();
       }
-      if (run_status.ok() && role_.kind == RoleKind::kSpare) run_status = parity_.Complete();
+      const double t_complete = Now();
+      const bool spare = role_.kind == RoleKind::kSpare;
+      if (run_status.ok() && spare) {
+        run_status = plan.use ? parity_.CompleteDelta(keep, plan.ranges) : parity_.Complete();
+      }
       if (getenv("DLCKPT_CODEC_TRACE")) {
-        Log(label + (role_.kind == RoleKind::kSpare ? " (parity)" : "") + ": prepare " + Fixed(t_run - t0) + " s, transport " + Fixed(Now() - t_run) + " s, " +
+        Log(label + (spare ? " (parity)" : "") + ": prepare " + Fixed(t_run - t0) + " s, transport " +
+            Fixed(t_complete - t_run) + " s, " + (spare ? "block checksums " + Fixed(Now() - t_complete) + " s, " : "") +
             (plan.use ? "delta of " + Fixed(plan.fraction) : "full (" + plan.why + ")") +
-            (role_.kind == RoleKind::kSpare && parity_.last_prepare_fresh() ? ", new parity slot" : ""));
+            (spare && parity_.last_prepare_fresh() ? ", new parity slot" : ""));
       }
     }
   }
-  Status all = c_->Agree(run_status, what);
+  Status all = c_->Agree(internal::OwnError(run_status), what);
   if (all.ok()) {
     last_encoded_ = epoch;
     ++encodes_;

@@ -18,6 +18,7 @@
 
 #include <mpi.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -50,6 +51,11 @@ enum Command : uint32_t {
 
 // Monotonic seconds.
 double Now();
+// What this process brings to an agreement on a transport's outcome: its
+// own error, or OK when it only learned that another rank failed
+// (ECANCELED from ReduceTransport::Run), so that the agreed error is the
+// failing rank's, not "rank R failed its part".
+inline Status OwnError(const Status& s) { return s.code() == ECANCELED ? Status::OK() : s; }
 // Progress of a long encode or rebuild as events "<event> DONE TOTAL SECONDS"
 // (bytes of the padded length, seconds since it began; dlckpt-run shows them): nothing for the first
 // $DLCKPT_PROGRESS_AFTER seconds (default 2), then at most one a second.

@@ -253,7 +253,7 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
       }
     }
     outs.clear();  // unfinished builders remove their half-built stores
-    all = c_->Agree(result, label);
+    all = c_->Agree(internal::OwnError(result), label);
     if (!all.ok()) return finish(all);
     if (rank_ == 0) {
       Log(label + ": rebuilt " + std::to_string(tasks.size()) + " member(s) in " +

@@ -317,6 +317,8 @@ Status Supervisor::LaunchCodec() {
                  std::to_string(o_.spares_per_group), "--scheme", o_.scheme,
                  "--generation", std::to_string(generation_)};
   if (!o_.keep) job.program.push_back("--cleanup-on-shutdown");
+  // Virtual nodes share this machine: the service publishes, and so listens on, loopback only.
+  if (o_.hosts.empty()) job.program.insert(job.program.end(), {"--host", "127.0.0.1"});
   const int nice_level = o_.codec_nice >= 0 ? o_.codec_nice : (o_.encode == "async" ? kAsyncCodecNice : 0);
   if (nice_level > 0) {
     job.program.push_back("--nice");

@@ -62,8 +62,10 @@ class FrameServer final {
   ~FrameServer();
   FrameServer(const FrameServer&) = delete;
   FrameServer& operator=(const FrameServer&) = delete;
-  // Listens on `port` (0: any free port) on all interfaces.
-  static Result<std::unique_ptr<FrameServer>> Listen(int port, Limits limits, LogFn log);
+  // Listens on `port` (0: any free port) on `address` (Listener::Listen;
+  // "" = all interfaces).
+  static Result<std::unique_ptr<FrameServer>> Listen(int port, Limits limits, LogFn log,
+                                                     const std::string& address = "");
   int port() const;
 
   // Waits up to timeout_ms (>= 0) for a complete frame on any connection,

@@ -169,6 +169,9 @@ struct NodeReport {
   std::string node;
   std::vector<StoreReport> stores;
   std::vector<ParityReport> parities;
+  // Parity objects left out of `parities`, and why (a damaged header, bytes
+  // that fail their checksums, an object that is not this uid's).
+  std::vector<std::string> parity_damage;
 };
 
 struct SurveyReply {
@@ -275,13 +278,20 @@ class Connection final {
   std::string peer_;
 };
 
-// A listening TCP socket on all interfaces (port 0: any free port).
+// The address a service that publishes `host` (a numeric address, as in
+// the rendezvous) listens on: `host` itself when it is a loopback address
+// (127.0.0.0/8, ::1: every client is on this machine), else "" (all
+// interfaces: clients on other hosts reach it by any of this host's addresses).
+std::string ListenAddressFor(std::string_view host);
+
+// A listening TCP socket (port 0: any free port) on `address` (numeric IPv4
+// or IPv6), or on all interfaces when `address` is empty.
 class Listener final {
  public:
   ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
-  static Result<std::unique_ptr<Listener>> Listen(int port);
+  static Result<std::unique_ptr<Listener>> Listen(int port, const std::string& address = "");
   int port() const { return port_; }
   int fd() const { return fd_; }
   // Accepts one pending connection (the caller polled fd() first).

@@ -13,6 +13,9 @@
 //  - A rank's store is *available* at epoch e when a live node holds it
 //    with e acknowledged or pending and e passed the survey's verification
 //    (a copy that failed is an erasure, rebuilt in place on its live node).
+//  - A parity object the survey left out (NodeReport::parity_damage: its
+//    bytes failed their checksums, ...) is an erasure, as a damaged store is;
+//    the message of ENOTRECOVERABLE names it.
 //  - An encoding of epoch e is a set of parity objects with one (epoch,
 //    generation). Its group g is a stripe of chunks: data member i (a node
 //    at encode time, a list of ranks) and parity j, each living on some node
@@ -66,7 +69,7 @@ struct Plan {
     std::string chunks;   // where its chunks live after the plan, e.g. "d0@vn0 d2,p0@vn4"
   };
   std::vector<Degraded> degraded;                 // groups below their k after the plan
-  std::string damage;                             // stores whose epochs failed verification
+  std::string damage;  // stores whose epochs failed verification; parity the survey left out
   std::string summary;                            // one line for humans
 };
 

@@ -44,7 +44,10 @@
 //   per rank and Run (chunks shrink to fit, never below 64 KiB), plus, on an
 //   owner, 4 chunks per ring member; all kept for the next Run.
 // - Errors: a Status naming spec.label and the rank. Invalid specs and sink
-//   errors are reported on every rank without leaving messages in flight. An
+//   errors are reported on every rank without leaving messages in flight:
+//   the rank whose sink failed returns its error, every other rank
+//   ECANCELED ("rank R failed its part"), so that an agreement on the
+//   outcome can name the cause (see internal::OwnError in the service). An
 //   MPI error or a timeout leaves requests in flight: the transport refuses
 //   further Runs and the caller should end the MPI job (MPI_Abort); MPICH may
 //   also treat an MPI error as fatal itself.

@@ -20,6 +20,8 @@
 #   rundir        a planted run directory (another owner, mode 0777, a symbolic
 #                 link) is refused and left as it was; the default job id is
 #                 unguessable
+#   syncsummary   a sync run stopped while its last encode runs: the summary
+#                 says "checkpoints: 3 committed, 2 protected", no "async encode"
 #
 # usage: dlckpt_run_signals_test.sh BIN_DIR TEST_BIN_DIR SCENARIO
 set -uo pipefail
@@ -297,6 +299,21 @@ EOF
     [[ $def =~ ^dlckpt[0-9]+[0-9a-f]{6}$ ]] || fail "default job id '$def' is not dlckpt<pid><6 hex digits>"
     [ ! -e "/tmp/dlckpt-run.$def" ] || fail "the default run directory was left"
     echo "rundir: planted directories refused; default job id $def"
+    ;;
+
+  syncsummary)
+    # The codec holds the encode of epoch 3 for 61 s (a kill planned 60 s into it).
+    start_run --job "$job" --nodes 2 --spares 1 -v --kill-node vn1 --at phase:encode:3+60 -- "${app[@]}"
+    wait_for "event: codec encode-begin 3" 120
+    kill -TERM "$pid"
+    wait_exit "$pid" 30
+    wait_gone "$job"
+    [ "$rc" = 143 ] || fail "dlckpt-run exited $rc, expected 143"
+    summary=$(grep "summary of job $job" "$out")
+    grep -q "async encode" <<<"$summary" && fail "a sync run's summary speaks of async encode: $summary"
+    grep -q "; 2 checkpoint(s) (last epoch 2); checkpoints: 3 committed, 2 protected; 1 encode was cut short or failed;" \
+      <<<"$summary" || fail "the summary does not say 3 committed, 2 protected: $summary"
+    echo "syncsummary: $summary"
     ;;
 
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;

@@ -597,7 +597,9 @@ int Supervisor::Terminate() {
   // SCR's halt: with --persist, SIGTERM and Slurm's warning signal drain the
   // newest protected epoch first (a second signal skips it).
   const bool halt = (sig == SIGUSR1 || (sig == SIGTERM && !o_.persist.empty())) && !Hurry() && app_pid_ > 0;
-  if (halt) (void)HaltDrain(name);  // then as for any signal; the summary says where the state went
+  // Then as for any signal; the summary says where the state went, and the
+  // status whether a drained epoch exists to restart from (7) or not (3).
+  const bool drained = halt && HaltDrain(name);
   Log("terminated by " + name + ": stopping the application and the codec service");
   codec_.reset();
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
@@ -640,7 +642,7 @@ int Supervisor::Terminate() {
   }
   if (!gone) Log("warning: processes of job " + o_.job + " survived SIGKILL");
   if (o_.verbose) Log("jobs stopped in " + Fixed(Now() - t0) + " s");
-  if (halt) return Finish(kExitHalted, halt_note_);
+  if (halt) return Finish(drained ? kExitHalted : kExitUnrecoverable, halt_note_);
   return Finish(128 + sig, "terminated by " + name);
 }
 

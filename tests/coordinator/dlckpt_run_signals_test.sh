@@ -20,6 +20,7 @@
 #   rundir        a planted run directory (another owner, mode 0777, a symbolic
 #                 link) is refused and left as it was; the default job id is
 #                 unguessable
+#   usr1          SIGUSR1 without --persist: nothing drained, exit 3 (not 7)
 #   syncsummary   a sync run stopped while its last encode runs: the summary
 #                 says "checkpoints: 3 committed, 2 protected", no "async encode"
 #
@@ -299,6 +300,18 @@ EOF
     [[ $def =~ ^dlckpt[0-9]+[0-9a-f]{6}$ ]] || fail "default job id '$def' is not dlckpt<pid><6 hex digits>"
     [ ! -e "/tmp/dlckpt-run.$def" ] || fail "the default run directory was left"
     echo "rundir: planted directories refused; default job id $def"
+    ;;
+
+  usr1)
+    start_run --job "$job" --nodes 2 --spares 1 -- "${app[@]}"
+    wait_for "ckpt_app: iteration 1 checkpointed"
+    kill -USR1 "$pid"
+    wait_exit "$pid" 30
+    wait_gone "$job"
+    [ "$rc" = 3 ] || fail "SIGUSR1 without --persist: exit $rc, expected 3 (7 means a drained epoch to restart from)"
+    grep -q "summary of job $job: exit 3 (halted by SIGUSR1 without --persist: nothing drained)" "$out" ||
+      fail "no summary saying 'exit 3 (halted by SIGUSR1 without --persist: nothing drained)'"
+    echo "usr1: exit $rc: $(grep "summary of job" "$out")"
     ;;
 
   syncsummary)

@@ -176,7 +176,8 @@ phase) and exits with the status it names: the application's status; 3 when
 recovery was impossible (more failures than spares in a group, and no
 drained epoch with --persist), 4 when the
 recovery limit was reached, 5 when the job could not be set up or launched
-(also for an unsafe run directory), 6 when the job id is in use by another
+(also for an unsafe run directory, or a store of the job that another user
+planted), 6 when the job id is in use by another
 running dlckpt-run, 7 when halted (--halt-seconds, SIGUSR1, SIGTERM with
 --persist) with a complete drained epoch to --restart-from (3 without one),
 124 at --timeout, 128 + N after signal N; 2 for bad options

@@ -203,6 +203,17 @@ Status Supervisor::Setup() {
     auto name = StoreName(o_.job, n, 0);
     if (!name.ok()) return name.status().Prefixed("node " + n);
   }
+  if (o_.hosts.empty()) {
+    // Shared memory of the job that this uid could not have created (another
+    // user's, not a regular file, not mode 0600) would be refused to the ranks
+    // and the codec: a set-up failure, said before anything starts. It stays
+    // as it was. (Stores on hosts are checked where they are, by the ranks.)
+    auto names = Env::Default()->ListShm(JobPrefix(o_.job));
+    for (const auto& n : names.ok() ? *names : std::vector<std::string>{}) {
+      auto shm = Env::Default()->OpenShm(n, /*writable=*/false);
+      if (!shm.ok() && (shm.status().code() == EPERM || shm.status().code() == EACCES)) return shm.status();
+    }
+  }
   for (int r = 0; r < o_.nodes * o_.ranks_per_node; ++r) placement_[r] = nodes_[r / o_.ranks_per_node];
   kill_at_.assign(o_.kills.size(), -1);
   kill_done_.assign(o_.kills.size(), false);

@@ -21,6 +21,10 @@
 #                 link) is refused and left as it was; the default job id is
 #                 unguessable
 #   usr1          SIGUSR1 without --persist: nothing drained, exit 3 (not 7)
+#   planted       a store of the job planted by another uid before the run: the
+#                 EPERM is named, the run exits 5 (set-up; not the application's
+#                 own status, 3 for the apps, nor "recovery impossible") and
+#                 the planted store is left as it was
 #   syncsummary   a sync run stopped while its last encode runs: the summary
 #                 says "checkpoints: 3 committed, 2 protected", no "async encode"
 #
@@ -312,6 +316,23 @@ EOF
     grep -q "summary of job $job: exit 3 (halted by SIGUSR1 without --persist: nothing drained)" "$out" ||
       fail "no summary saying 'exit 3 (halted by SIGUSR1 without --persist: nothing drained)'"
     echo "usr1: exit $rc: $(grep "summary of job" "$out")"
+    ;;
+
+  planted)
+    [ "$(id -u)" = 0 ] || { echo "not root: skipped"; echo "dlckpt_run_signals_test $scenario: ok"; exit 0; }
+    store=/dev/shm/dlckpt.$job.vn0.r0
+    setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "umask 077; head -c 65536 /dev/zero >'$store'" ||
+      fail "cannot plant $store as uid 65534"
+    [ "$(stat -c %u "$store")" = 65534 ] || fail "the planted store is not uid 65534's"
+    timeout -k 5 120 "$bin/dlckpt-run" --job "$job" --nodes 2 --spares 1 -- "${app[@]}" >"$out" 2>&1
+    rc=$?
+    [ "$rc" = 5 ] || fail "a planted store: exit $rc, expected 5 (set-up failure)"
+    grep -q "store $store is owned by uid 65534, not by uid 0 .*EPERM" "$out" || fail "the EPERM is not named"
+    grep -q "recovery [0-9]*:" "$out" && fail "a planted store was taken for a node loss"
+    [ "$(stat -c %u "$store" 2>/dev/null)" = 65534 ] || fail "the planted store was removed or replaced"
+    rm -f "$store"
+    wait_gone "$job"
+    echo "planted: exit $rc: $(grep -m1 "owned by uid 65534" "$out")"
     ;;
 
   syncsummary)

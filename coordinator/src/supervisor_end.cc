@@ -100,6 +100,7 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
 }
 
 int Supervisor::Finish(int exit_code, const std::string& note) {
+  ClaimEnd(exit_code);
   PrintSummary(exit_code, note);
   Cleanup(exit_code);
   return exit_code;

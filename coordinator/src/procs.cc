@@ -3,16 +3,70 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <map>
 
 extern char** environ;
 
 namespace dlckpt::run {
+
+namespace {
+
+// Process groups of spawned children not yet reaped; 0 marks a free slot.
+// Lock-free, so that a signal handler may read them.
+constexpr size_t kMaxTrackedGroups = 32;
+std::atomic<pid_t> g_tracked[kMaxTrackedGroups];
+static_assert(std::atomic<pid_t>::is_always_lock_free);
+
+void Track(pid_t pgid) {
+  for (auto& slot : g_tracked) {
+    pid_t expected = 0;
+    if (slot.compare_exchange_strong(expected, pgid)) return;
+  }
+}
+
+void Untrack(pid_t pgid) {
+  for (auto& slot : g_tracked) {
+    pid_t expected = pgid;
+    slot.compare_exchange_strong(expected, 0);
+  }
+}
+
+// The whole content of a small /proc file ("" if it cannot be read).
+std::string ReadProcFile(const std::string& path) {
+  std::string data;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return data;
+  char buf[8192];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return data;
+}
+
+// Calls f(pid, name) for every process directory of /proc but this process's.
+template <typename F>
+void ForEachProcess(F f) {
+  DIR* d = opendir("/proc");
+  if (!d) return;
+  const pid_t self = getpid();
+  while (struct dirent* e = readdir(d)) {
+    char* end = nullptr;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == self) continue;
+    f(static_cast<pid_t>(pid), std::string(e->d_name));
+  }
+  closedir(d);
+}
+
+}  // namespace
 
 Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
                     const std::string& log_path) {
@@ -46,6 +100,7 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
     if (log_fd >= 0) close(log_fd);
     return Status::FromErrno(errno, "pipe");
   }
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
@@ -56,6 +111,8 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
   }
   if (pid == 0) {
     setsid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the parent died before the prctl
     if (log_fd >= 0) {
       dup2(log_fd, STDOUT_FILENO);
       dup2(log_fd, STDERR_FILENO);
@@ -81,26 +138,14 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
     waitpid(pid, nullptr, 0);
     return Status::FromErrno(child_err, "exec " + argv[0]);
   }
+  Track(pid);
   return pid;
 }
 
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& env) {
   std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  if (!d) return out;
-  pid_t self = getpid();
-  while (struct dirent* e = readdir(d)) {
-    char* end = nullptr;
-    long pid = strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0 || pid == self) continue;
-    std::string path = std::string("/proc/") + e->d_name + "/environ";
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    std::string data;
-    char buf[8192];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
-    close(fd);
+  ForEachProcess([&](pid_t pid, const std::string& name) {
+    const std::string data = ReadProcFile("/proc/" + name + "/environ");
     size_t matched = 0;
     for (const auto& want : env) {
       size_t pos = 0;
@@ -116,9 +161,33 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& env) {
       }
       if (found) ++matched;
     }
-    if (matched == env.size()) out.push_back(static_cast<pid_t>(pid));
+    if (matched == env.size()) out.push_back(pid);
+  });
+  return out;
+}
+
+std::vector<pid_t> Descendants(pid_t root) {
+  std::multimap<pid_t, pid_t> children;  // parent -> child
+  ForEachProcess([&](pid_t pid, const std::string& name) {
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    const std::string stat = ReadProcFile("/proc/" + name + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 4 >= stat.size()) return;
+    if (stat[paren + 2] == 'Z' || stat[paren + 2] == 'X') return;  // dead, not yet reaped
+    const long ppid = std::strtol(stat.c_str() + paren + 4, nullptr, 10);
+    if (ppid > 0) children.emplace(static_cast<pid_t>(ppid), pid);
+  });
+  std::vector<pid_t> out;
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    auto [lo, hi] = children.equal_range(p);
+    for (auto it = lo; it != hi; ++it) {
+      out.push_back(it->second);
+      todo.push_back(it->second);
+    }
   }
-  closedir(d);
   return out;
 }
 
@@ -132,13 +201,29 @@ bool Reap(pid_t pid, int* status) {
   pid_t r = waitpid(pid, &st, WNOHANG);
   if (r == pid) {
     if (status) *status = st;
+    Untrack(pid);
     return true;
   }
   if (r < 0 && errno == ECHILD) {  // already reaped: gone
     if (status) *status = 0;
+    Untrack(pid);
     return true;
   }
   return false;
+}
+
+std::vector<pid_t> TrackedGroups() {
+  std::vector<pid_t> out;
+  for (const auto& slot : g_tracked) {
+    if (pid_t g = slot.load(); g > 1) out.push_back(g);
+  }
+  return out;
+}
+
+void SignalTrackedGroups(int sig) {
+  for (const auto& slot : g_tracked) {
+    if (pid_t g = slot.load(); g > 1) kill(-g, sig);
+  }
 }
 
 bool WaitExit(pid_t pid, double seconds, int* status) {

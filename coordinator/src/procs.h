@@ -13,9 +13,12 @@
 namespace dlckpt::run {
 
 // Starts argv[0] (searched in PATH) with the current environment plus
-// `extra_env` ("NAME=value"), in a new session. Standard output and error go
-// to `log_path` (appended) unless it is empty, in which case they are
-// inherited.
+// `extra_env` ("NAME=value"), in a new session (its pid is its process
+// group), which TrackedGroups records until Reap reaps it. The child gets
+// SIGKILL when this process dies (PR_SET_PDEATHSIG): a dlckpt-run killed
+// outright takes its launchers with it. Standard output and error go to
+// `log_path` (appended) unless it is empty, in which case they are inherited.
+// Call from the main thread only (the death signal follows the forking thread).
 Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
                     const std::string& log_path);
 
@@ -25,8 +28,20 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& env);
 // Sends `sig` to each pid (ignoring ones already gone).
 void Signal(const std::vector<pid_t>& pids, int sig);
 
-// Reaps `pid` if it exited; returns true and its wait status then.
+// Reaps `pid` if it exited; returns true and its wait status then. A reaped
+// child's group is no longer tracked.
 bool Reap(pid_t pid, int* status);
+
+// The process groups of the children Spawn started and Reap has not reaped
+// yet (at most 32; a further one is not tracked).
+std::vector<pid_t> TrackedGroups();
+
+// Sends `sig` to every tracked process group. Async-signal-safe: for a
+// signal handler.
+void SignalTrackedGroups(int sig);
+
+// The live descendants of `root` (its children, theirs, ...), from /proc.
+std::vector<pid_t> Descendants(pid_t root);
 
 // Waits up to `seconds` for `pid` to exit (sleeping, never spinning).
 bool WaitExit(pid_t pid, double seconds, int* status);

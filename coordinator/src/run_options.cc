@@ -148,7 +148,8 @@ control:
                           RLIMIT_NPROC, and stores (N x R x --capacity, all
                           allocated up front) larger than /dev/shm
   --term-grace SECONDS    on a signal, seconds the jobs get between SIGTERM and
-                          SIGKILL (default 1)
+                          SIGKILL (default 1); after a second signal, the most
+                          dlckpt-run takes to end
   -v, --verbose           print every event
   --config FILE           read options from FILE (default: $DLCKPT_CONFIG)
   -h, --help              this help
@@ -169,14 +170,18 @@ SIGTERM, SIGINT or SIGHUP stop the run: both jobs (each in its own process
 group) get SIGTERM, then SIGKILL after --term-grace; their stores, parity and
 the run directory are removed (unless --keep); dlckpt-run prints a summary
 saying "terminated by SIGTERM" (or the signal it got) and exits with 128 + the
-signal's number (143 for SIGTERM). A second signal kills the jobs at once.
+signal's number (143 for SIGTERM). A second signal kills the jobs at once, and
+dlckpt-run ends within --term-grace whatever it waits for (a drain, a
+--kill-command): every process of the job is killed, its stores and run
+directory removed (unless --keep); a third signal ends it so at once.
 
 At the end dlckpt-run prints a summary (checkpoints, recoveries, time per
 phase) and exits with the status it names: the application's status; 3 when
 recovery was impossible (more failures than spares in a group, and no
 drained epoch with --persist), 4 when the
 recovery limit was reached, 5 when the job could not be set up or launched
-(also for an unsafe run directory), 6 when the job id is in use by another
+(also for an unsafe run directory, or a store of the job that another user
+planted), 6 when the job id is in use by another
 running dlckpt-run, 7 when halted (--halt-seconds, SIGUSR1, SIGTERM with
 --persist) with a complete drained epoch to --restart-from (3 without one),
 124 at --timeout, 128 + N after signal N; 2 for bad options

@@ -1,6 +1,8 @@
 #include "supervisor.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -18,7 +20,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
+#include <system_error>
+#include <thread>
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
@@ -37,11 +42,10 @@ namespace {
 
 // ---- signals ---------------------------------------------------------------------
 // State shared with the signal handler: lock-free atomics only.
-std::atomic<int> g_signal{0};        // number of the first SIGTERM/SIGINT/SIGHUP, 0 before
+std::atomic<int> g_signal{0};        // number of the first SIGTERM/SIGINT/SIGHUP/SIGUSR1, 0 before
 std::atomic<int> g_signals{0};       // how many came
-std::atomic<pid_t> g_app_pgid{-1};   // process groups the handler kills at a second signal
-std::atomic<pid_t> g_codec_pgid{-1};
-static_assert(std::atomic<int>::is_always_lock_free && std::atomic<pid_t>::is_always_lock_free);
+std::atomic<int> g_wake_fd{-1};      // write end of the watchdog's pipe; -1 without a watchdog
+static_assert(std::atomic<int>::is_always_lock_free);
 
 void OnTerminationSignal(int sig) {
   const int saved_errno = errno;
@@ -51,12 +55,16 @@ void OnTerminationSignal(int sig) {
   if (n >= 2) {
     static const char kMsg[] = "dlckpt-run: second signal: killing the jobs now\n";
     ssize_t w = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
-    (void)w;
-    for (pid_t g : {g_app_pgid.load(), g_codec_pgid.load()}) {
-      if (g > 1) kill(-g, SIGKILL);
+    SignalTrackedGroups(SIGKILL);
+    const int fd = g_wake_fd.load();
+    if (fd >= 0) {
+      const char c = 0;
+      w = write(fd, &c, 1);  // non-blocking; a full pipe has woken the watchdog already
+    } else if (n >= 3) {
+      _exit(128 + g_signal.load());
     }
+    (void)w;
   }
-  if (n >= 3) _exit(128 + g_signal.load());
   errno = saved_errno;
 }
 
@@ -67,14 +75,164 @@ std::string SignalName(int sig) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+double MonotonicNow() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 void Sleep(double seconds) {
   struct timespec ts{static_cast<time_t>(seconds), static_cast<long>((seconds - std::floor(seconds)) * 1e9)};
   nanosleep(&ts, nullptr);  // a signal ends it early: the caller checks Terminating()
 }
 
+// ---- the watchdog -----------------------------------------------------------------
+// A thread that ends the process when the supervisor's thread does not within
+// --term-grace of a second signal, whatever call holds that thread (an open of
+// a FIFO, a tool that never returns). Who ends the run is claimed once: the
+// supervisor's thread (Finish, or the return of Run) or the watchdog; the
+// other one then only waits for the process to end.
+enum EndOwner : int { kNobodyEnds = 0, kSupervisorEnds = 1, kWatchdogEnds = 2 };
+std::atomic<int> g_end_owner{kNobodyEnds};
+std::atomic<int> g_exit_code{-1};  // the status the supervisor's end named, -1 before
+
+// What the watchdog needs to end the job: set once the job's id and run
+// directory are known, then never changed or freed (the watchdog may read it
+// while the process exits).
+struct EndPlan {
+  Options options;
+  std::string run_dir;
+};
+std::mutex g_plan_mu;
+const EndPlan* g_plan = nullptr;  // guarded by g_plan_mu
+
+// The supervisor's thread claims the end, with exit status `code`; false if
+// the watchdog has claimed it (and ends the process).
+bool ClaimEndFor(int code) {
+  int owner = kNobodyEnds;
+  if (!g_end_owner.compare_exchange_strong(owner, kSupervisorEnds) && owner != kSupervisorEnds) return false;
+  g_exit_code.store(code);
+  return true;
+}
+
+// The supervisor's thread once the watchdog claimed the end: it waits to be ended.
+[[noreturn]] void AwaitWatchdog() {
+  for (;;) pause();
+}
+
+void WriteStderr(const std::string& s) {
+  ssize_t w = write(STDERR_FILENO, s.data(), s.size());
+  (void)w;
+}
+
+void OnEndAlarm(int) { _exit(g_exit_code.load() >= 0 ? g_exit_code.load() : 128 + g_signal.load()); }
+
+// Ends the process from the watchdog: kills every process of the job (the
+// tracked groups, every descendant, every process carrying the job's
+// DLCKPT_JOB), removes its stores and run directory unless --keep, prints the
+// summary unless the supervisor's thread ends the run, and exits with the
+// status the summary names. Bounded: should a step block, SIGALRM ends the
+// process 5 s on.
+[[noreturn]] void EndNow(const std::string& why) {
+  const int sig = g_signal.load();
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnEndAlarm;
+  sigaction(SIGALRM, &sa, nullptr);
+  alarm(5);
+  int owner = kNobodyEnds;
+  const bool mine = g_end_owner.compare_exchange_strong(owner, kWatchdogEnds);
+  // The supervisor's thread is ending the run: a moment to finish by itself.
+  for (int i = 0; !mine && i < 100; ++i) Sleep(0.01);
+  const EndPlan* plan;
+  {
+    std::lock_guard<std::mutex> lock(g_plan_mu);
+    plan = g_plan;
+  }
+  if (mine) WriteStderr("dlckpt-run: " + why + ": killing every process of the job and ending now\n");
+  SignalTrackedGroups(SIGKILL);
+  if (plan && plan->options.launcher == "srun") KillSlurmSteps(plan->options);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<pid_t> pids = Descendants(getpid());
+    if (plan) {
+      std::vector<pid_t> of_job = FindProcesses({"DLCKPT_JOB=" + plan->options.job});
+      pids.insert(pids.end(), of_job.begin(), of_job.end());
+    }
+    if (pids.empty()) break;
+    Signal(pids, SIGKILL);
+    SignalTrackedGroups(SIGKILL);
+    Sleep(0.05);
+  }
+  if (plan && !plan->options.keep) {
+    if (plan->options.hosts.empty()) {
+      auto names = Env::Default()->ListShm(JobPrefix(plan->options.job));
+      if (names.ok()) {
+        for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
+      }
+    }
+    std::error_code ec;
+    fs::remove_all(plan->run_dir, ec);
+  }
+  const int code = mine ? 128 + sig : g_exit_code.load();
+  if (mine && plan) {
+    g_exit_code.store(code);
+    WriteStderr("dlckpt-run: summary of job " + plan->options.job + ": exit " +
+                std::to_string(code) + " (terminated by " + SignalName(sig) +
+                "); the supervisor was held by a call that did not return; every process of the job killed" +
+                (plan->options.keep ? "" : ", its stores and run directory removed") + "\n");
+  }
+  _exit(code);
+}
+
+// Sleeps in poll(2) on the handler's pipe; from the second signal on, ends
+// the process --term-grace later, from the third at once.
+void WatchdogLoop(int fd) {
+  double deadline = -1, grace = 0;
+  for (;;) {
+    int timeout_ms = -1;
+    if (deadline >= 0) timeout_ms = static_cast<int>(std::max(0.0, std::ceil((deadline - MonotonicNow()) * 1000)));
+    struct pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) > 0) {
+      char buf[64];
+      while (read(fd, buf, sizeof buf) > 0) {
+      }
+    }
+    const int n = g_signals.load();
+    if (n >= 2 && deadline < 0) {
+      std::lock_guard<std::mutex> lock(g_plan_mu);
+      grace = g_plan ? g_plan->options.term_grace : 1.0;
+      deadline = MonotonicNow() + grace;
+    }
+    if (n >= 3) EndNow("a third signal");
+    if (deadline >= 0 && MonotonicNow() >= deadline) {
+      EndNow("still running " + Fixed(grace, 1) + " s (--term-grace) after the second signal");
+    }
+  }
+}
+
+// Starts the watchdog; without one (no pipe or thread), a third signal ends
+// the process at once.
+void StartWatchdog() {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  // The thread takes no signal: they interrupt the supervisor's waits.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  try {
+    std::thread(WatchdogLoop, p[0]).detach();
+    g_wake_fd.store(p[1]);
+  } catch (const std::system_error&) {
+    close(p[0]);
+    close(p[1]);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 }  // namespace
 
 void InstallSignalHandlers() {
+  StartWatchdog();
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = OnTerminationSignal;
@@ -93,11 +251,7 @@ Supervisor::~Supervisor() {
   if (lock_fd_ >= 0) close(lock_fd_);
 }
 
-double Supervisor::Now() const {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
+double Supervisor::Now() const { return MonotonicNow(); }
 
 void Supervisor::Log(const std::string& msg) const {
   std::fprintf(stderr, "dlckpt-run: %s\n", msg.c_str());
@@ -135,6 +289,11 @@ std::vector<std::string> Supervisor::FreeNodes() const {
   return out;
 }
 
+void Supervisor::ArmWatchdog() const {
+  std::lock_guard<std::mutex> lock(g_plan_mu);
+  if (g_plan == nullptr) g_plan = new EndPlan{o_, run_dir_};
+}
+
 Status Supervisor::LockRunDir() {
   if (o_.job.empty()) o_.job = DefaultJobId();
   if (!ValidJobName(o_.job)) return Status::InvalidArgument("job id '" + o_.job + "' is not a valid name");
@@ -170,6 +329,7 @@ Status Supervisor::LockRunDir() {
         Log("warning: cannot write the pid into " + lock_path + ": " + std::strerror(errno));
       }
       lock_fd_ = fd;
+      ArmWatchdog();
       return Status::OK();
     }
     close(fd);
@@ -202,6 +362,17 @@ Status Supervisor::Setup() {
   for (const auto& n : nodes_) {
     auto name = StoreName(o_.job, n, 0);
     if (!name.ok()) return name.status().Prefixed("node " + n);
+  }
+  if (o_.hosts.empty()) {
+    // Shared memory of the job that this uid could not have created (another
+    // user's, not a regular file, not mode 0600) would be refused to the ranks
+    // and the codec: a set-up failure, said before anything starts. It stays
+    // as it was. (Stores on hosts are checked where they are, by the ranks.)
+    auto names = Env::Default()->ListShm(JobPrefix(o_.job));
+    for (const auto& n : names.ok() ? *names : std::vector<std::string>{}) {
+      auto shm = Env::Default()->OpenShm(n, /*writable=*/false);
+      if (!shm.ok() && (shm.status().code() == EPERM || shm.status().code() == EACCES)) return shm.status();
+    }
   }
   for (int r = 0; r < o_.nodes * o_.ranks_per_node; ++r) placement_[r] = nodes_[r / o_.ranks_per_node];
   kill_at_.assign(o_.kills.size(), -1);
@@ -267,7 +438,10 @@ Result<pid_t> Supervisor::LaunchJob(const JobSpec& job, const std::string& log,
     ok = std::fclose(f) == 0 && ok;
     if (!ok) return Status::FromErrno(errno ? errno : EIO, "write " + path);
   }
+  // The launcher carries the job's id too (and so do the processes it starts,
+  // Hydra's proxies among them): every process of the job can be found by it.
   std::vector<std::string> env = JobEnv();
+  env.push_back("DLCKPT_JOB=" + o_.job);
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   env.insert(env.end(), l.env.begin(), l.env.end());
   if (o_.verbose) Log(job.name + ": " + Join(l.argv, " "));
@@ -350,7 +524,6 @@ Status Supervisor::LaunchCodec() {
   codec_exited_ = false;
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, LaunchJob(job, codec_log_, env));
   codec_pgid_ = codec_pid_;  // Spawn made it a session (and group) leader
-  g_codec_pgid.store(codec_pgid_);
   // Wait for the rendezvous, unless the codec job dies first.
   double deadline = Now() + 120;
   codec::ClientOptions co;
@@ -419,7 +592,6 @@ Status Supervisor::LaunchApp() {
   app_initialised_ = false;
   DLCKPT_ASSIGN_OR_RETURN(app_pid_, LaunchJob(job, "", {}));
   app_pgid_ = app_pid_;
-  g_app_pgid.store(app_pgid_);
   return Status::OK();
 }
 
@@ -599,19 +771,23 @@ int Supervisor::Terminate() {
   // SCR's halt: with --persist, SIGTERM and Slurm's warning signal drain the
   // newest protected epoch first (a second signal skips it).
   const bool halt = (sig == SIGUSR1 || (sig == SIGTERM && !o_.persist.empty())) && !Hurry() && app_pid_ > 0;
-  if (halt) (void)HaltDrain(name);  // then as for any signal; the summary says where the state went
+  // Then as for any signal; the summary says where the state went, and the
+  // status whether a drained epoch exists to restart from (7) or not (3).
+  const bool drained = halt && HaltDrain(name);
   Log("terminated by " + name + ": stopping the application and the codec service");
   codec_.reset();
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
   // Virtual nodes powered off by us: their stopped processes die at once.
   Signal(frozen_, SIGKILL);
   frozen_.clear();
-  // Everything of the job: both launchers' process groups, and every process
-  // with the job's environment. (Hydra's proxies and ranks each sit in a session
-  // of their own: the proxies end their ranks and themselves when mpiexec goes,
-  // the ranks carry DLCKPT_JOB.) Slurm steps are cancelled through Slurm.
+  // Everything of the job: the process groups of every job launched (the
+  // application, the codec, a halt's drain), and every process with the job's
+  // environment. (Hydra's proxies and ranks each sit in a session of their
+  // own; all carry DLCKPT_JOB.) Slurm steps are cancelled through Slurm.
   if (o_.launcher == "srun") KillSlurmSteps(o_);
-  const std::vector<pid_t> groups{app_pgid_, codec_pgid_};
+  std::vector<pid_t> groups = TrackedGroups();
+  groups.push_back(app_pgid_);
+  groups.push_back(codec_pgid_);
   auto signal_all = [&](int s) {
     for (pid_t g : groups) {
       if (g > 1) kill(-g, s);
@@ -622,7 +798,9 @@ int Supervisor::Terminate() {
     for (pid_t* pid : {&app_pid_, &codec_pid_}) {
       if (*pid > 0 && Reap(*pid, nullptr)) *pid = -1;
     }
-    if (app_pid_ > 0 || codec_pid_ > 0) return false;
+    bool launchers_gone = app_pid_ <= 0 && codec_pid_ <= 0;
+    for (pid_t g : TrackedGroups()) launchers_gone = Reap(g, nullptr) && launchers_gone;
+    if (!launchers_gone) return false;
     for (pid_t g : groups) {
       if (g > 1 && (kill(-g, 0) == 0 || errno != ESRCH)) return false;
     }
@@ -642,11 +820,21 @@ int Supervisor::Terminate() {
   }
   if (!gone) Log("warning: processes of job " + o_.job + " survived SIGKILL");
   if (o_.verbose) Log("jobs stopped in " + Fixed(Now() - t0) + " s");
-  if (halt) return Finish(kExitHalted, halt_note_);
+  if (halt) return Finish(drained ? kExitHalted : kExitUnrecoverable, halt_note_);
   return Finish(128 + sig, "terminated by " + name);
 }
 
 int Supervisor::Run() {
+  const int code = RunJob();
+  ClaimEnd(code);
+  return code;
+}
+
+void Supervisor::ClaimEnd(int exit_code) {
+  if (!ClaimEndFor(exit_code)) AwaitWatchdog();
+}
+
+int Supervisor::RunJob() {
   run_start_ = Now();
   // The job's lock first: a job id in use by another run is refused before
   // anything of that job (its stores, run directory, processes) is touched.

@@ -34,12 +34,19 @@ enum ExitCode : int {
   kExitHalted = 7,   // halted (--halt-seconds, or a signal with --persist) after a drain
 };
 
-// Makes SIGTERM, SIGINT and SIGHUP stop the Supervisor of this process. The
-// handler only records the first signal's number; from the second signal on it
-// also sends SIGKILL to the process groups of both jobs at once, and a third
-// ends the process at once (_exit(128 + N)). Every wait of the Supervisor
-// checks the record and then stops the job (Supervisor::Run). Call once, from
-// the main thread, before Run; not for use with several Supervisors.
+// Makes SIGTERM, SIGINT, SIGHUP and SIGUSR1 stop the Supervisor of this
+// process. The handler only records the first signal's number; from the
+// second signal on it also sends SIGKILL to the process groups of every job
+// this process launched (procs.h: TrackedGroups). Every wait of the
+// Supervisor checks the record and then stops the job (Supervisor::Run).
+// Whatever call holds the Supervisor (a drain reading a FIFO, a tool that
+// never returns), the process ends at the latest --term-grace after the
+// second signal, at once after a third: a watchdog thread then kills every
+// process of the job (its tracked groups, every descendant of this process,
+// every process carrying the job's DLCKPT_JOB), removes the job's stores and
+// run directory unless --keep, prints the summary and exits 128 + N. Call
+// once, from the main thread, before Run and before any other thread starts;
+// not for use with several Supervisors.
 void InstallSignalHandlers();
 
 class Supervisor {
@@ -59,9 +66,16 @@ class Supervisor {
   };
   enum class Outcome { kDone, kFailure, kTimeout, kTerminated, kHalt };
 
+  int RunJob();
   // Creates (or checks) the run directory and takes the job's lock in it,
   // held until the process exits. EBUSY when another process holds it.
   Status LockRunDir();
+  // Tells the watchdog (InstallSignalHandlers) the job and run directory it
+  // cleans up should it have to end the process.
+  void ArmWatchdog() const;
+  // Claims the end of the run for this thread, with `exit_code`; returns only
+  // if the watchdog has not claimed it first (which then ends the process).
+  static void ClaimEnd(int exit_code);
   // The program exists and is executable (on this host), before anything is launched.
   Status CheckProgram() const;
   Status Setup();

@@ -51,12 +51,19 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
   os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << (note.empty() ? "" : " (" + note + ")")
      << "; " << checkpoints_
      << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "");
-  // Asynchronous encode (chosen here or by the application through the API):
-  // an epoch is committed first, protected later.
-  if (o_.encode == "async" || committed_ != checkpoints_ || backpressure_s_ > 0) {
+  // Asynchronous encode (chosen here, or by the application through the API,
+  // which shows in its waits for earlier encodes): an epoch is committed
+  // first, protected later. A synchronous checkpoint is protected when it
+  // returns: one committed and never protected had its encode cut short (a
+  // failure, a signal) or failed.
+  if (o_.encode == "async" || backpressure_s_ > 0) {
     os << "; async encode: " << committed_ << " committed, " << checkpoints_ << " protected"
        << (last_epoch_ ? " (newest protected epoch " + std::to_string(last_epoch_) + ")" : "") << ", waited "
        << Fixed(backpressure_s_, 3) << " s for earlier encodes";
+  } else if (committed_ > checkpoints_) {
+    const int cut = committed_ - checkpoints_;
+    os << "; checkpoints: " << committed_ << " committed, " << checkpoints_ << " protected; " << cut
+       << (cut == 1 ? " encode was" : " encodes were") << " cut short or failed";
   }
   if (!o_.persist.empty()) {
     std::vector<std::string> d;
@@ -93,6 +100,7 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
 }
 
 int Supervisor::Finish(int exit_code, const std::string& note) {
+  ClaimEnd(exit_code);
   PrintSummary(exit_code, note);
   Cleanup(exit_code);
   return exit_code;

@@ -20,6 +20,22 @@
 #   rundir        a planted run directory (another owner, mode 0777, a symbolic
 #                 link) is refused and left as it was; the default job id is
 #                 unguessable
+#   hostage       the supervisor held by a call that never returns (a
+#                 --kill-command that hangs): two SIGTERMs end it within
+#                 --term-grace (+ a margin), the hung command included, nothing left
+#   fifo          --persist DIR whose epoch.1/MANIFEST is a FIFO: whatever the
+#                 application's drains and the halt's drain block on, two SIGTERMs
+#                 end dlckpt-run within --term-grace (+ a margin), nothing left
+#   drainhang     the halt's drain (dlckpt-store drain on the nodes) hangs and
+#                 ignores SIGTERM: a second SIGTERM ends dlckpt-run within
+#                 --term-grace (+ a margin), exit 3 (nothing drained), nothing left
+#   usr1          SIGUSR1 without --persist: nothing drained, exit 3 (not 7)
+#   planted       a store of the job planted by another uid before the run: the
+#                 EPERM is named, the run exits 5 (set-up; not the application's
+#                 own status, 3 for the apps, nor "recovery impossible") and
+#                 the planted store is left as it was
+#   syncsummary   a sync run stopped while its last encode runs: the summary
+#                 says "checkpoints: 3 committed, 2 protected", no "async encode"
 #
 # usage: dlckpt_run_signals_test.sh BIN_DIR TEST_BIN_DIR SCENARIO
 set -uo pipefail
@@ -87,9 +103,32 @@ wait_gone() {
   fail "run directory /tmp/dlckpt-run.$1 left 10 s later"
 }
 start_run() {  # dlckpt-run ARGS... in the background, output to $out; sets pid
-  "$bin/dlckpt-run" "$@" >"$out" 2>&1 &
+  "${run_bin:-$bin/dlckpt-run}" "$@" >"$out" 2>&1 &
   pid=$!
   started+=("$pid")
+}
+# Sends signal $2 to process $1 and waits (up to 10 s) until it is no longer
+# pending: the handler took it, so that a next one counts as another signal.
+send_signal() {
+  local bit i
+  bit=$((1 << ($(kill -l "$2") - 1)))
+  kill -s "$2" "$1"
+  for ((i = 0; i < 100; ++i)); do
+    local pnd
+    pnd=$(sed -n 's/^ShdPnd:\s*//p' "/proc/$1/status" 2>/dev/null) || return 0
+    [ -z "$pnd" ] && return 0
+    (( (16#$pnd & bit) == 0 )) && return 0
+    sleep 0.1
+  done
+  fail "SIG$2 stays pending in process $1"
+}
+# A second SIGTERM; dlckpt-run must then end within $1 s (its --term-grace)
+# + 8 s, with the status its summary names, and leave nothing of job $job.
+second_sigterm() {
+  send_signal "$pid" TERM
+  wait_exit "$pid" $(($1 + 8))
+  grep -q "summary of job $job: exit $rc " "$out" || fail "no summary naming exit $rc"
+  wait_gone "$job"
 }
 
 case "$scenario" in
@@ -297,6 +336,115 @@ EOF
     [[ $def =~ ^dlckpt[0-9]+[0-9a-f]{6}$ ]] || fail "default job id '$def' is not dlckpt<pid><6 hex digits>"
     [ ! -e "/tmp/dlckpt-run.$def" ] || fail "the default run directory was left"
     echo "rundir: planted directories refused; default job id $def"
+    ;;
+
+  hostage)
+    # The kill command hangs: the supervisor waits for it (system(3)) and
+    # checks no signal meanwhile. Its command line names the job (procs_of).
+    printf '#!/bin/sh\nwhile :; do sleep 1; done\n' >"$tmpd/hang-$job"
+    chmod +x "$tmpd/hang-$job"
+    start_run --job "$job" --nodes 2 --spares 1 --term-grace 2 --kill-command "$tmpd/hang-$job {node}" \
+      --kill-node vn1 --at checkpoint:1 -- "${app[@]}"
+    wait_for "killing node vn1 (--at checkpoint:1)"
+    for ((i = 0; i < 100; ++i)); do pgrep -f -- "hang-$job" >/dev/null && break; sleep 0.1; done
+    ((i < 100)) || fail "the kill command did not start"
+    send_signal "$pid" TERM
+    second_sigterm 2
+    [ "$rc" = 143 ] || fail "dlckpt-run exited $rc, expected 143"
+    grep -q "summary of job $job: exit 143 (terminated by SIGTERM)" "$out" || fail "no 'terminated by SIGTERM' summary"
+    grep "second signal\|ending now\|summary" "$out"
+    echo "hostage: dlckpt-run exited $rc $took s after the second SIGTERM, everything gone $gone_after s later"
+    ;;
+
+  fifo)
+    # The issue's reproducer: a FIFO where the MANIFEST of epoch 1 belongs. The
+    # ranks' drain of epoch 2 prunes (reads the epochs), the halt drains.
+    pd=$tmpd/persist
+    mkdir -p "$pd" && mkdir -m 0700 "$pd/$job" "$pd/$job/epoch.1" && mkfifo -m 0600 "$pd/$job/epoch.1/MANIFEST"
+    start_run --job "$job" --nodes 2 --spares 1 --term-grace 2 --persist "$pd" --persist-every 2 -v \
+      -- "$tbin/ckpt_app" --iters 4 --kib 64 --sleep-ms 50
+    wait_for "ckpt_app: iteration 3 checkpointed" 120
+    if kill -0 "$pid" 2>/dev/null; then
+      send_signal "$pid" TERM
+      # The halt: the ranks killed, then the nodes' drain job (or the end).
+      for ((i = 0; i < 300; ++i)); do
+        kill -0 "$pid" 2>/dev/null || break
+        pgrep -f -- "dlckpt-store drain .* --job $job " >/dev/null && break
+        sleep 0.1
+      done
+    fi
+    if kill -0 "$pid" 2>/dev/null; then
+      second_sigterm 2
+      echo "fifo: dlckpt-run exited $rc $took s after the second SIGTERM, everything gone $gone_after s later"
+    else
+      # Nothing blocked (the persistent directory's reads refuse a FIFO): the run ended by itself.
+      wait_exit "$pid" 10
+      grep -q "summary of job $job: exit $rc " "$out" || fail "no summary naming exit $rc"
+      wait_gone "$job"
+      echo "fifo: dlckpt-run ended by itself (exit $rc), nothing left"
+    fi
+    ;;
+
+  drainhang)
+    # The halt's drain never ends and ignores SIGTERM: a dlckpt-store beside a
+    # copy of dlckpt-run (the halt runs the one beside it).
+    mkdir "$tmpd/bin" && cp "$bin/dlckpt-run" "$tmpd/bin/" || fail "cannot copy dlckpt-run"
+    printf '#!/bin/sh\ntrap "" TERM\necho "hung drain: $*"\nwhile :; do sleep 1; done\n' >"$tmpd/bin/dlckpt-store"
+    chmod +x "$tmpd/bin/dlckpt-store"
+    run_bin=$tmpd/bin/dlckpt-run start_run --job "$job" --nodes 2 --spares 1 --term-grace 2 \
+      --codec "$bin/dlckpt-codec" --persist "$tmpd/persist" -- "${app[@]}"
+    wait_for "ckpt_app: iteration 1 checkpointed"
+    send_signal "$pid" TERM
+    wait_for "hung drain: drain $tmpd/persist --job $job"
+    second_sigterm 2
+    [ "$rc" = 3 ] || fail "dlckpt-run exited $rc, expected 3 (halted, and no drained epoch to restart from)"
+    grep -q "summary of job $job: exit 3 (halted by SIGTERM; the halt drain failed" "$out" ||
+      fail "no summary saying the halt drain failed"
+    echo "drainhang: dlckpt-run exited $rc $took s after the second SIGTERM, everything gone $gone_after s later"
+    ;;
+
+  usr1)
+    start_run --job "$job" --nodes 2 --spares 1 -- "${app[@]}"
+    wait_for "ckpt_app: iteration 1 checkpointed"
+    kill -USR1 "$pid"
+    wait_exit "$pid" 30
+    wait_gone "$job"
+    [ "$rc" = 3 ] || fail "SIGUSR1 without --persist: exit $rc, expected 3 (7 means a drained epoch to restart from)"
+    grep -q "summary of job $job: exit 3 (halted by SIGUSR1 without --persist: nothing drained)" "$out" ||
+      fail "no summary saying 'exit 3 (halted by SIGUSR1 without --persist: nothing drained)'"
+    echo "usr1: exit $rc: $(grep "summary of job" "$out")"
+    ;;
+
+  planted)
+    [ "$(id -u)" = 0 ] || { echo "not root: skipped"; echo "dlckpt_run_signals_test $scenario: ok"; exit 0; }
+    store=/dev/shm/dlckpt.$job.vn0.r0
+    setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "umask 077; head -c 65536 /dev/zero >'$store'" ||
+      fail "cannot plant $store as uid 65534"
+    [ "$(stat -c %u "$store")" = 65534 ] || fail "the planted store is not uid 65534's"
+    timeout -k 5 120 "$bin/dlckpt-run" --job "$job" --nodes 2 --spares 1 -- "${app[@]}" >"$out" 2>&1
+    rc=$?
+    [ "$rc" = 5 ] || fail "a planted store: exit $rc, expected 5 (set-up failure)"
+    grep -q "store $store is owned by uid 65534, not by uid 0 .*EPERM" "$out" || fail "the EPERM is not named"
+    grep -q "recovery [0-9]*:" "$out" && fail "a planted store was taken for a node loss"
+    [ "$(stat -c %u "$store" 2>/dev/null)" = 65534 ] || fail "the planted store was removed or replaced"
+    rm -f "$store"
+    wait_gone "$job"
+    echo "planted: exit $rc: $(grep -m1 "owned by uid 65534" "$out")"
+    ;;
+
+  syncsummary)
+    # The codec holds the encode of epoch 3 for 61 s (a kill planned 60 s into it).
+    start_run --job "$job" --nodes 2 --spares 1 -v --kill-node vn1 --at phase:encode:3+60 -- "${app[@]}"
+    wait_for "event: codec encode-begin 3" 120
+    kill -TERM "$pid"
+    wait_exit "$pid" 30
+    wait_gone "$job"
+    [ "$rc" = 143 ] || fail "dlckpt-run exited $rc, expected 143"
+    summary=$(grep "summary of job $job" "$out")
+    grep -q "async encode" <<<"$summary" && fail "a sync run's summary speaks of async encode: $summary"
+    grep -q "; 2 checkpoint(s) (last epoch 2); checkpoints: 3 committed, 2 protected; 1 encode was cut short or failed;" \
+      <<<"$summary" || fail "the summary does not say 3 committed, 2 protected: $summary"
+    echo "syncsummary: $summary"
     ;;
 
   *) echo "unknown scenario $scenario" >&2; exit 2 ;;

@@ -58,6 +58,12 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
        << (last_epoch_ ? " (newest protected epoch " + std::to_string(last_epoch_) + ")" : "") << ", waited "
        << Fixed(backpressure_s_, 3) << " s for earlier encodes";
   }
+  if (!refused_.empty()) {
+    std::vector<std::string> r;
+    for (uint64_t e : refused_) r.push_back(std::to_string(e));
+    os << "; " << refused_.size() << " checkpoint(s) refused at commit (epoch(s) " << Join(r, ", ") << "), "
+       << (last_epoch_ ? "epoch " + std::to_string(last_epoch_) + " is the newest protected" : "none protected");
+  }
   if (!o_.persist.empty()) {
     std::vector<std::string> d;
     for (uint64_t e : drained_) d.push_back(std::to_string(e));
@@ -67,6 +73,7 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
   }
   os
      << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
+  if (!refused_why_.empty()) os << "dlckpt-run:   checkpoint refused: " << refused_why_ << "\n";
   for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
   for (size_t i = 0; i < o_.kills.size() && i < kill_done_.size(); ++i) {
     if (kill_done_[i]) continue;

@@ -239,9 +239,11 @@ Result<int> Store::Impl::OpenFlags(int fd) {
 
 Status Store::Impl::Unlink(std::string_view path) {
   std::lock_guard<std::mutex> lock(mu_);
-  ForgetLostCreateLocked(path);  // removed even if it never came to be (rm -f)
-  DLCKPT_ASSIGN_OR_RETURN(auto it, FileToChangeLocked(path));
-  DropLinkLocked(it);
+  auto it = FileToChangeLocked(path);
+  // Removed, or given up although it never came to be (rm -f).
+  if (it.ok() || it.status().code() == ENOENT) ForgetLostCreateLocked(path);
+  if (!it.ok()) return it.status();
+  DropLinkLocked(*it);
   return Status::OK();
 }
 

@@ -86,7 +86,16 @@ class ProcessRoundStore final : public codec::RoundStore {
     memfs::EpochState e = store_->epochs();
     return codec::RoundEpochs{e.acknowledged, e.pending, e.next};
   }
-  Status Commit(uint64_t epoch) override { return store_->Commit(epoch).status(); }
+  // A refusal (a write into the store had failed: "Failed writes" in
+  // dlckpt/memfs/memfs.h) is reported to dlckpt-run for its summary.
+  Status Commit(uint64_t epoch) override {
+    Status s = store_->Commit(epoch).status();
+    if (!s.ok()) {
+      events::Emit("app", "ckpt-refused " + std::to_string(epoch) + " " + std::to_string(g_rank.load()) + " " +
+                              s.ToString());
+    }
+    return s;
+  }
   Status Acknowledge(uint64_t epoch) override { return store_->Acknowledge(epoch); }
   Status Abort(uint64_t) override { return store_->AbortPending(); }
 

@@ -181,6 +181,8 @@ class Supervisor {
 
   int checkpoints_ = 0;      // protected (ckpt-end 0)
   int committed_ = 0;        // committed (ckpt-commit 0)
+  std::vector<uint64_t> refused_;  // epochs whose commit failed (ckpt-commit E != 0), per round
+  std::string refused_why_;        // the first refusal: "rank R: <the store's message>"
   double backpressure_s_ = 0;  // waits of checkpoints for the previous encode (ckpt-wait)
   uint64_t last_epoch_ = 0;
   std::vector<RecoveryTimes> recoveries_;

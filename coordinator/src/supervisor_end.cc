@@ -65,6 +65,12 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
     os << "; checkpoints: " << committed_ << " committed, " << checkpoints_ << " protected; " << cut
        << (cut == 1 ? " encode was" : " encodes were") << " cut short or failed";
   }
+  if (!refused_.empty()) {
+    std::vector<std::string> r;
+    for (uint64_t e : refused_) r.push_back(std::to_string(e));
+    os << "; " << refused_.size() << " checkpoint(s) refused at commit (epoch(s) " << Join(r, ", ") << "), "
+       << (last_epoch_ ? "epoch " + std::to_string(last_epoch_) + " is the newest protected" : "none protected");
+  }
   if (!o_.persist.empty()) {
     std::vector<std::string> d;
     for (uint64_t e : drained_) d.push_back(std::to_string(e));
@@ -74,6 +80,7 @@ void Supervisor::PrintSummary(int exit_code, const std::string& note) {
   }
   os
      << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
+  if (!refused_why_.empty()) os << "dlckpt-run:   checkpoint refused: " << refused_why_ << "\n";
   for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
   for (size_t i = 0; i < o_.kills.size() && i < kill_done_.size(); ++i) {
     if (kill_done_[i]) continue;

@@ -70,6 +70,14 @@ void Supervisor::HandleEvent(const events::Event& e) {
     Log("warning: codec protection " + Join(e.args, " "));
   }
   if (e.source == "app" && e.name == "ckpt-commit" && e.args.size() >= 2 && e.args[1] == "0") ++committed_;
+  // A round whose commit failed (rank 0 reports each round once), and why:
+  // "ckpt-refused E R <message>" from each rank whose store refused.
+  if (e.source == "app" && e.name == "ckpt-commit" && e.args.size() >= 2 && e.args[1] != "0") refused_.push_back(epoch);
+  if (e.source == "app" && e.name == "ckpt-refused" && e.args.size() >= 3) {
+    if (refused_why_.empty()) {
+      refused_why_ = "rank " + e.args[1] + ": " + Join(std::vector<std::string>(e.args.begin() + 2, e.args.end()), " ");
+    }
+  }
   if (e.source == "app" && e.name == "ckpt-wait" && e.args.size() >= 2) {
     backpressure_s_ += std::strtod(e.args[1].c_str(), nullptr);
   }

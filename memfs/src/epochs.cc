@@ -52,6 +52,11 @@ Result<uint64_t> Store::Impl::Commit(uint64_t want_epoch) {
                                    " is not newer than every epoch seen (next is " +
                                    std::to_string(state_.next_epoch) + ")");
   }
+  Status damaged = DamageLocked(epoch);
+  if (!damaged.ok()) {
+    ClearLostCreateLocked();  // reported; damaged files stay damaged until written again
+    return damaged;
+  }
   for (auto& [path, node] : files_) {
     if (!node->crc_valid) {
       DLCKPT_ASSIGN_OR_RETURN(node->crc, NodeCrcLocked(*node));
@@ -194,7 +199,8 @@ Status Store::Impl::LoadAsOwner() {
       have_working = true;
     }
   }
-  (void)have_working;
+  // Creates lost to a full file table belong to the saved working files.
+  if (!have_working || !LoadLostCreateLocked()) ClearLostCreateLocked();
   files_ = std::move(working);
   for (auto& [path, node] : files_) {
     for (uint32_t b : node->blocks) {
@@ -278,6 +284,7 @@ Status Store::Impl::ResetWorkingToAckedLocked() {
   }
   for (auto& [path, node] : files_) ReleaseNodeLocked(*node);
   files_.clear();
+  ClearLostCreateLocked();
   if (state_.acked_epoch != 0) {
     DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(state_.acked_slot, state_.acked_epoch));
     files_ = NodesFrom(v);

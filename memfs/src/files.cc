@@ -47,9 +47,11 @@ Result<int> Store::Impl::Open(std::string_view path, int flags, mode_t mode) {
   if (it == files_.end()) {
     if (!(flags & O_CREAT)) return Status::NotFound(Where(path) + ": no such file");
     if (files_.size() >= geo_.max_files) {
+      LoseCreateLocked(path, ENOSPC);
       return FileTableFullLocked(path);
     }
     node = NewNodeLocked(path, S_IFREG | (mode & 07777));
+    ForgetLostCreateLocked(path);  // created after all
   } else {
     node = it->second;
     if ((flags & O_CREAT) && (flags & O_EXCL)) {
@@ -67,8 +69,15 @@ Result<int> Store::Impl::Open(std::string_view path, int flags, mode_t mode) {
                                      std::to_string(max_open_) + ")");
   }
   if (it == files_.end()) files_.emplace(node->path, node);
-  if ((flags & O_TRUNC) && Writable(flags) && node->size > 0) {
-    DLCKPT_RETURN_IF_ERROR(TruncateLocked(*node, 0));
+  if ((flags & O_TRUNC) && Writable(flags)) {
+    if (node->size > 0) {
+      Status cut = TruncateLocked(*node, 0);
+      if (!cut.ok()) {
+        MarkDamagedLocked(*node, cut, kDamageResize, 0, 0);  // bytes from 0 on should be gone
+        return cut;
+      }
+    }
+    ResizedLocked(*node);  // a file written anew: no earlier failure matters
   }
   handles_[fd] = Handle{node, flags, 0};
   node->open_count++;
@@ -132,8 +141,18 @@ Result<size_t> Store::Impl::Write(int fd, const void* buf, size_t len, const uin
   if (len == 0) return size_t{0};  // as on Linux, even O_APPEND leaves the offset alone
   // As on Linux, O_APPEND writes at the end even through pwrite.
   uint64_t off = (h->flags & O_APPEND) ? h->node->size : (at ? *at : h->offset);
-  DLCKPT_ASSIGN_OR_RETURN(size_t n,
-                          WriteAtLocked(*h->node, static_cast<const uint8_t*>(buf), len, off));
+  Node& node = *h->node;
+  Result<size_t> written = WriteAtLocked(node, static_cast<const uint8_t*>(buf), len, off);
+  if (!written.ok()) {
+    MarkDamagedLocked(node, written.status(), kDamageWrite, off, len);
+    return written.status();
+  }
+  const size_t n = *written;
+  if (n < len) {
+    MarkDamagedLocked(node, Status::NoSpace("short write"), kDamageShortWrite, off + n, len - n);
+  } else {
+    WrittenLocked(node, off, n);
+  }
   if (!at) h->offset = off + n;
   return n;
 }
@@ -176,13 +195,26 @@ Status Store::Impl::Ftruncate(int fd, uint64_t size) {
     return Status::InvalidArgument(Where(fd) + ": not open for writing");
   }
   if (S_ISDIR(h->node->mode)) return Status::Error(EISDIR, Where(fd) + ": is a directory");
-  return TruncateLocked(*h->node, size);
+  return ResizeLocked(*h->node, size);
 }
 
 Status Store::Impl::Truncate(std::string_view path, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_ASSIGN_OR_RETURN(auto it, FileToChangeLocked(path));
-  return TruncateLocked(*it->second, size);
+  return ResizeLocked(*it->second, size);
+}
+
+// TruncateLocked, recording a failure as damage of the file: the bytes from
+// the smaller of the old and new sizes on are not what was asked for.
+Status Store::Impl::ResizeLocked(Node& node, uint64_t size) {
+  const uint64_t old = node.size;
+  Status s = TruncateLocked(node, size);
+  if (s.ok()) {
+    ResizedLocked(node);
+  } else {
+    MarkDamagedLocked(node, s, kDamageResize, std::min(old, size), size);
+  }
+  return s;
 }
 
 Result<FileInfo> Store::Impl::Fstat(int fd) {
@@ -207,8 +239,11 @@ Result<int> Store::Impl::OpenFlags(int fd) {
 
 Status Store::Impl::Unlink(std::string_view path) {
   std::lock_guard<std::mutex> lock(mu_);
-  DLCKPT_ASSIGN_OR_RETURN(auto it, FileToChangeLocked(path));
-  DropLinkLocked(it);
+  auto it = FileToChangeLocked(path);
+  // Removed, or given up although it never came to be (rm -f).
+  if (it.ok() || it.status().code() == ENOENT) ForgetLostCreateLocked(path);
+  if (!it.ok()) return it.status();
+  DropLinkLocked(*it);
   return Status::OK();
 }
 
@@ -287,6 +322,7 @@ Status Store::Impl::Rmdir(std::string_view path) {
   if (!S_ISDIR(it->second->mode)) return Status::Error(ENOTDIR, Where(path) + ": not a directory");
   if (HasChildrenLocked(path)) return Status::Error(ENOTEMPTY, Where(path) + ": not empty");
   DropLinkLocked(it);
+  ForgetLostCreateLocked(path);
   return Status::OK();
 }
 
@@ -384,6 +420,7 @@ FileInfo Store::Impl::InfoLocked(const Node& n) const {
   fi.mtime_ns = n.mtime_ns;
   fi.ino = n.ino;
   fi.crc32c = n.crc_valid ? n.crc : 0;
+  fi.damage = n.damage.err;
   fi.blocks = static_cast<uint64_t>(n.blocks.size()) -
               static_cast<uint64_t>(std::count(n.blocks.begin(), n.blocks.end(), kNoBlock));
   return fi;

@@ -69,6 +69,12 @@ StateRecord LoadState(const StateRecord* src) {
 
 bool StateValid(const StateRecord& r) { return r.crc == StateCrc(r); }
 
+uint32_t LostCreateCrc(const LostCreate& l) {
+  LostCreate c = l;
+  c.crc = 0;
+  return Crc32c(&c, sizeof c);
+}
+
 std::string CheckTables(const ImageHeader& h, const FileEntry* entries, const ChunkEntry* chunks,
                         uint64_t* blocks) {
   const bool compressed = h.compression != kCompressNone;
@@ -95,6 +101,7 @@ std::string CheckTables(const ImageHeader& h, const FileEntry* entries, const Ch
       return std::string(e.path) + ": bad mode";
     }
     if (e.size > max_size) return std::string(e.path) + ": size beyond capacity";
+    if (h.epoch != 0 && e.damage_errno != 0) return std::string(e.path) + ": damaged in a committed version";
     logical += e.size;
     if (!compressed) {
       data += e.size;

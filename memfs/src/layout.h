@@ -1,6 +1,6 @@
 // memfs/src/layout.h — the bytes of a store in shared memory (format 2).
 //
-//   [0, 4096)          StoreHeader: immutable Geometry + two StateRecords
+//   [0, 4096)          StoreHeader: immutable Geometry + two StateRecords + LostCreate
 //   [slot_offset, ..)  3 version slots of slot_size bytes each
 //   [data_offset, ..)  nblocks data blocks of block_size bytes
 //
@@ -125,9 +125,40 @@ struct FileEntry {
   int64_t mtime_ns;
   uint32_t mode;
   uint32_t crc32c;  // of the file's (uncompressed) bytes; 0 in a working slot
-  uint8_t reserved[32];
+  // A failed write left the file incomplete ("Failed writes" in memfs.h):
+  // the errno, the failed operation (DamageOp), where it began and how many
+  // bytes it asked for. Only in a working slot: a committed version never
+  // holds a damaged file (CheckTables refuses one).
+  uint32_t damage_errno;  // 0: whole
+  uint32_t damage_op;
+  uint64_t damage_offset;
+  uint64_t damage_len;
+  uint8_t reserved[8];
 };
 static_assert(sizeof(FileEntry) == 320);
+
+// What failed in a damaged file (FileEntry::damage_op).
+enum DamageOp : uint32_t { kDamageWrite = 1, kDamageShortWrite = 2, kDamageResize = 3 };
+
+// A create the working files lost to a full file table ("Failed writes" in
+// memfs.h): the first such path since the working files were last reset or
+// a refused commit reported it, and how many were lost. Kept in the header
+// page at kLostCreateOffset, written by the owner when a create fails and
+// cleared (all zeros) when reported or reset; valid only with kLostMagic and
+// its CRC. Read by the next owner only with a saved working set.
+struct LostCreate {
+  char magic[8];
+  uint32_t err;
+  uint32_t count;
+  char path[256];  // NUL-terminated
+  uint32_t reserved;
+  uint32_t crc;  // CRC32C of this struct with crc = 0
+};
+static_assert(sizeof(LostCreate) == 280);
+inline constexpr char kLostMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', 'L', '1'};
+inline constexpr size_t kLostCreateOffset = 2048;
+static_assert(kLostCreateOffset >= kStateOffset + 2 * 64 &&
+              kLostCreateOffset + sizeof(LostCreate) <= kHeaderBytes);
 
 struct ChunkEntry {
   uint32_t stored;  // bytes in the image: the chunk's length if raw, else its LZ4 block's
@@ -180,6 +211,7 @@ static_assert(kIdentityBytes == 64);
 uint32_t GeometryCrc(const Geometry& g);
 uint32_t ImageHeaderCrc(const ImageHeader& h);
 uint64_t StateCrc(const StateRecord& r);
+uint32_t LostCreateCrc(const LostCreate& l);
 // Loads a state record word by word; the CRC tells a torn read.
 StateRecord LoadState(const StateRecord* src);
 bool StateValid(const StateRecord& r);

@@ -32,6 +32,7 @@
 // The methods are defined by concern:
 //   store.cc          construction, attach, geometry, stats, the Store facade
 //   files.cc          the file table and descriptors
+//   damage.cc         failed writes: damaged files, lost creates, refused commits
 //   blocks.cc         block allocation and the raw data path (read, write, truncate)
 //   chunks.cc         LZ4 chunks of compressed stores
 //   versions.cc       version slots and state records in shared memory
@@ -88,6 +89,16 @@ class Store::Impl {
     bool crc_valid = false;
     int open_count = 0;
     bool linked = true;
+    // A failed write left the file incomplete (see "Failed writes" in
+    // memfs.h): damage.err != 0. `rewritten`: bytes [0, rewritten) written
+    // successfully since; the damage ends when that covers the whole file.
+    struct Damage {
+      int err = 0;
+      uint32_t op = 0;  // layout::DamageOp
+      uint64_t offset = 0;
+      uint64_t len = 0;
+    } damage;
+    uint64_t rewritten = 0;
   };
   using NodePtr = std::shared_ptr<Node>;
   using FileMap = std::map<std::string, NodePtr, std::less<>>;
@@ -213,6 +224,29 @@ class Store::Impl {
   // ENOSPC for a create of `path` into a full file table, naming the limit
   // and how to raise it. mu_ held.
   Status FileTableFullLocked(std::string_view path) const;
+  // "Failed writes" (memfs.h). mu_ held. MarkDamagedLocked records that
+  // `failed`, an operation on `node` of kind `op`, left the file's bytes
+  // from `offset` on other than asked (`len`: the bytes a write asked for,
+  // the size a resize asked for); of several failures the one with the
+  // lowest offset stays. WrittenLocked records that [off, off + n) was
+  // written successfully: the damage ends once [0, size) was rewritten
+  // since. ResizedLocked records a successful truncate: the damage ends if
+  // the new size is at most the damage's offset, or all was rewritten.
+  void MarkDamagedLocked(Node& node, const Status& failed, uint32_t op, uint64_t offset, uint64_t len);
+  void WrittenLocked(Node& node, uint64_t off, uint64_t n);
+  void ResizedLocked(Node& node);
+  // Records (and publishes) a create lost to a full file table; clears it;
+  // clears it if it was the only one and `path` is its path or a directory
+  // above it (created after all, or given up).
+  void LoseCreateLocked(std::string_view path, int err);
+  void ClearLostCreateLocked();
+  void ForgetLostCreateLocked(std::string_view path);
+  // Loads the published LostCreate into lost_ (a next owner with a saved
+  // working set); false if none is valid.
+  bool LoadLostCreateLocked();
+  // OK, or the refusal of a commit of `epoch` naming every failed write
+  // of the working files and how to avoid it.
+  Status DamageLocked(uint64_t epoch) const;
   std::string Where(int fd) const;
   Status CheckPath(std::string_view path) const;
   Status RequireOwner(const char* what) const;
@@ -238,6 +272,7 @@ class Store::Impl {
   uint64_t WriteRangeLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t from,
                             uint64_t to, uint64_t need);
   Status TruncateLocked(Node& node, uint64_t size);
+  Status ResizeLocked(Node& node, uint64_t size);  // files.cc
   Status TooBigLocked(const Node& node, uint64_t size) const;
   Status ShrinkLocked(Node& node, uint64_t size);
   Result<uint32_t> NodeCrcLocked(Node& node);
@@ -331,6 +366,13 @@ class Store::Impl {
   uint64_t cursor_ = 0;
   uint64_t next_ino_ = 1;
   uint64_t view_epoch_ = 0;
+  // Owner: creates lost to a full file table since the working files were
+  // reset or a commit reported them (mirrored in the header: LostCreate).
+  struct {
+    int err = 0;
+    uint32_t count = 0;
+    std::string path;  // the first one
+  } lost_;
 
   // Compression (see the top of this file); buffers are allocated on first use.
   bool compressed_ = false;

@@ -967,6 +967,15 @@ TEST_F(CompressedStoreTest, EnospcLeavesNothingHalfDone) {
   ASSERT_EQ(*s->Pwrite(*fd, "X", 1, 2 * kChunk + 5), 1u);
   expect[2 * kChunk + 5] = 'X';
   ASSERT_TRUE(s->Close(*fd).ok());
+  // The failed writes left /r other than the application asked: no commit
+  // until it cuts it where its bytes are still the ones asked for (the first
+  // failed write, of the 'X', was at 2 * kChunk + 5).
+  EXPECT_EQ(ReadFile(*s, "/r"), expect);
+  auto refused = s->Commit();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("/r is incomplete"), std::string::npos) << refused.status().ToString();
+  ASSERT_TRUE(s->Truncate("/r", 2 * kChunk + 5).ok());
+  expect.resize(2 * kChunk + 5);
   auto e = s->Commit();
   ASSERT_TRUE(e.ok());
   EXPECT_TRUE(s->Verify(*e).ok());
@@ -1151,6 +1160,14 @@ TEST_F(CompressedStoreTest, SmallStoreAgreesWithAModel) {
     std::map<std::string, std::vector<uint8_t>> work, acked, pending;
     bool has_pending = false;
     int enospc = 0;
+    // "Failed writes" (memfs.h): per file, the first byte a failed operation
+    // left wrong, and how much of [0, size) was rewritten since.
+    std::map<std::string, std::pair<uint64_t, uint64_t>> damage;
+    auto mark = [&](const std::string& path, uint64_t at) {
+      auto it = damage.find(path);
+      if (it == damage.end() || at < it->second.first) damage[path] = {at, 0};
+      damage[path].second = 0;
+    };
     for (int step = 0; step < 600 && !HasFatalFailure(); ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
       std::string p = paths[rng() % 2];
@@ -1168,11 +1185,18 @@ TEST_F(CompressedStoreTest, SmallStoreAgreesWithAModel) {
         if (!r.ok()) {
           ASSERT_EQ(r.status().code(), ENOSPC) << r.status().ToString();
           ++enospc;
+          mark(p, off);
         } else {
           ASSERT_GT(*r, 0u);
           ASSERT_LE(*r, len);
           if (m.size() < off + *r) m.resize(off + *r, 0);
           std::memcpy(m.data() + off, data.data(), *r);
+          if (*r < len) {
+            mark(p, off + *r);
+          } else if (auto d = damage.find(p); d != damage.end()) {
+            if (off <= d->second.second) d->second.second = std::max<uint64_t>(d->second.second, off + *r);
+            if (d->second.second >= m.size()) damage.erase(d);
+          }
         }
       } else if (op < 65) {
         if (!work.count(p)) continue;
@@ -1180,9 +1204,12 @@ TEST_F(CompressedStoreTest, SmallStoreAgreesWithAModel) {
         Status st = s->Truncate(p, size);
         if (st.ok()) {
           work[p].resize(size, 0);
+          auto d = damage.find(p);
+          if (d != damage.end() && (size <= d->second.first || d->second.second >= size)) damage.erase(d);
         } else {
           ASSERT_EQ(st.code(), ENOSPC) << st.ToString();
           ++enospc;
+          mark(p, std::min<uint64_t>(work[p].size(), size));
         }
       } else if (op < 80) {
         if (has_pending) {
@@ -1195,6 +1222,17 @@ TEST_F(CompressedStoreTest, SmallStoreAgreesWithAModel) {
           has_pending = false;
           continue;
         }
+        if (!damage.empty()) {
+          // Refused while a file is damaged; removing it ends that.
+          auto refused = s->Commit();
+          ASSERT_FALSE(refused.ok()) << "committed a damaged file";
+          ASSERT_EQ(refused.status().code(), ENOSPC) << refused.status().ToString();
+          for (const auto& [path, d] : damage) {
+            ASSERT_TRUE(s->Unlink(path).ok());
+            work.erase(path);
+          }
+          damage.clear();
+        }
         auto e = s->Commit();
         ASSERT_TRUE(e.ok()) << e.status().ToString();
         ASSERT_TRUE(s->Verify(*e).ok());
@@ -1203,6 +1241,7 @@ TEST_F(CompressedStoreTest, SmallStoreAgreesWithAModel) {
       } else if (op < 88) {
         ASSERT_TRUE(s->Rollback().ok());
         work = acked;
+        damage.clear();
         has_pending = false;
         uint64_t blocks = 0;
         auto listed = s->List("");

@@ -71,6 +71,12 @@ void Store::Impl::WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* 
       e.mtime_ns = node->mtime_ns;
       e.mode = node->mode;
       e.crc32c = (epoch != 0 && node->crc_valid) ? node->crc : 0;
+      if (epoch == 0 && node->damage.err != 0) {
+        e.damage_errno = static_cast<uint32_t>(node->damage.err);
+        e.damage_op = node->damage.op;
+        e.damage_offset = node->damage.offset;
+        e.damage_len = node->damage.len;
+      }
       h.logical_bytes += node->size;
       if (compressed_) {
         for (uint64_t ci = 0; ci < node->chunks.size(); ++ci) {
@@ -230,6 +236,9 @@ Store::Impl::FileMap Store::Impl::NodesFrom(const Version& v) {
     n->ino = e.ino;
     n->crc = e.crc32c;
     n->crc_valid = v.epoch != 0;
+    if (e.damage_errno != 0) {  // a saved working set only (CheckTables)
+      n->damage = Node::Damage{static_cast<int>(e.damage_errno), e.damage_op, e.damage_offset, e.damage_len};
+    }
     if (!compressed_) {
       uint64_t nb = BlocksFor(e.size, bs);
       n->blocks.assign(v.blocks + bi, v.blocks + bi + nb);

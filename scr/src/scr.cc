@@ -149,6 +149,17 @@ Status CopyFile(const std::string& from, const std::string& to) {
   return Status::OK();
 }
 
+// All of [data, data + len) into memfs descriptor `fd`: a short write (the
+// store is full) is an error, never a silently shorter file.
+Status WriteAll(int fd, const char* data, size_t len) {
+  for (size_t done = 0; done < len;) {
+    DLCKPT_ASSIGN_OR_RETURN(size_t w, S().store->Write(fd, data + done, len - done));
+    if (w == 0) return Status::NoSpace("memfs: write stored nothing");
+    done += w;
+  }
+  return Status::OK();
+}
+
 // Staged disk file -> memfs working file.
 Status ToMemfs(const std::string& from, const std::string& to) {
   memfs::Store* st = S().store;
@@ -169,11 +180,8 @@ Status ToMemfs(const std::string& from, const std::string& to) {
       break;
     }
     if (n == 0) break;
-    auto w = st->Write(*fd, buf.data(), static_cast<size_t>(n));
-    if (!w.ok()) {
-      s = w.status();
-      break;
-    }
+    s = WriteAll(*fd, buf.data(), static_cast<size_t>(n));
+    if (!s.ok()) break;
   }
   ::close(in);
   Status c = st->Close(*fd);
@@ -242,10 +250,9 @@ Result<std::string> ReadMemfs(const std::string& path) {
 Status WriteMemfs(const std::string& path, const std::string& text) {
   memfs::Store* st = S().store;
   DLCKPT_ASSIGN_OR_RETURN(int fd, st->Open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600));
-  auto w = st->Write(fd, text.data(), text.size());
+  Status w = WriteAll(fd, text.data(), text.size());
   Status c = st->Close(fd);
-  if (!w.ok()) return w.status();
-  return c;
+  return w.ok() ? std::move(c) : std::move(w);
 }
 
 // Unlinks every working file under /dlckpt/scr (the committed epochs keep
@@ -326,7 +333,7 @@ Status InitImpl() {
     st.latest = std::move(found);
     st.last_id = st.latest->id;
     st.offer_restart = true;
-    Debug("restart candidate: dataset " + std::to_string(st.last_id) + " '" + st.latest->name + "'");
+    Debug("restart candidate: dataset " + std::to_string(st.last_id) + " '" + Shown(st.latest->name) + "'");
   } else if (found) {
     Fail(Status::Corruption("SCR_Init: the ranks hold different datasets; not restarting"));
   }
@@ -357,13 +364,13 @@ Status RouteImpl(const char* name, char* file) {
   // A restart phase, or the older pattern: outside any phase, the file of the
   // most recent checkpoint.
   if (!st.latest) {
-    return Status::NotFound(std::string("SCR_Route_file: ") + name +
+    return Status::NotFound(std::string("SCR_Route_file: ") + Shown(name) +
                             ": no output phase and no checkpoint to read it from");
   }
   std::string f = FindFile(*st.latest, norm, name);
   if (f.empty()) {
-    return Status::NotFound(std::string("SCR_Route_file: ") + name + ": not a file of checkpoint '" +
-                            st.latest->name + "'");
+    return Status::NotFound(std::string("SCR_Route_file: ") + Shown(name) + ": not a file of checkpoint '" +
+                            Shown(st.latest->name) + "'");
   }
   std::string staged = StagedRestart(f);
   DLCKPT_RETURN_IF_ERROR(CopyOut(staged, file, "SCR_Route_file: routed path"));
@@ -426,12 +433,12 @@ Status CompleteOutputImpl(int valid) {
   Status mine = valid ? Status::OK() : Status::InvalidArgument("valid = 0");
   for (const auto& [norm, staged] : st.routed) {
     struct stat sb{};
-    if (mine.ok() && ::stat(staged.c_str(), &sb) != 0) mine = Status::NotFound(norm + " was routed but not written");
+    if (mine.ok() && ::stat(staged.c_str(), &sb) != 0) mine = Status::NotFound(Shown(norm) + " was routed but not written");
   }
-  if (!mine.ok()) Debug("dataset '" + d.name + "' invalid here: " + mine.message());
+  if (!mine.ok()) Debug("dataset '" + Shown(d.name) + "' invalid here: " + mine.message());
   Status result;
   if (!Agree(mine.ok())) {
-    result = Status::Error(ECANCELED, "SCR_Complete_output: dataset '" + d.name +
+    result = Status::Error(ECANCELED, "SCR_Complete_output: dataset '" + Shown(d.name) +
                                           "' is invalid on some rank: discarded on every rank");
   }
   if (result.ok() && (d.flags & SCR_FLAG_OUTPUT)) {
@@ -461,7 +468,7 @@ Status CompleteOutputImpl(int valid) {
     } else {
       st.latest = d;
       st.last_id = d.id;
-      Debug("checkpoint '" + d.name + "' protected");
+      Debug("checkpoint '" + Shown(d.name) + "' protected");
     }
   }
   if (ckpt) st.need->Completed(Now());
@@ -509,7 +516,7 @@ Status CurrentImpl(const char* name) {
   State& st = S();
   if (st.phase != Phase::kIdle) return Status::InvalidArgument("SCR_Current: only between phases, after SCR_Init");
   bool ok = name != nullptr && st.latest && st.latest->name == name;
-  if (!Agree(ok)) return Status::NotFound(std::string("SCR_Current: no checkpoint named '") + (name ? name : "") + "'");
+  if (!Agree(ok)) return Status::NotFound(std::string("SCR_Current: no checkpoint named '") + Shown(name ? name : "") + "'");
   st.last_id = st.latest->id;
   st.offer_restart = false;
   return Status::OK();

@@ -4,9 +4,9 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
+#include "dlckpt/base/env.h"
 #include "scr.h"
 
 namespace dlckpt::scr {
@@ -51,6 +51,11 @@ std::string_view Trim(std::string_view s) {
 
 }  // namespace
 
+std::string Shown(std::string_view text) {
+  if (text.size() <= kShownBytes) return std::string(text);
+  return std::string(text.substr(0, kShownBytes)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 Result<ConfigOp> ParseConfig(std::string_view text) {
   std::vector<std::string_view> words = Words(text);
   if (words.empty()) return Status::InvalidArgument("SCR_Config: empty request");
@@ -60,11 +65,11 @@ Result<ConfigOp> ParseConfig(std::string_view text) {
     size_t eq = w.find('=');
     std::string_view key = w.substr(0, eq);
     if (!IsKey(key)) {
-      return Status::InvalidArgument("SCR_Config: '" + std::string(key) + "' is not a parameter name");
+      return Status::InvalidArgument("SCR_Config: '" + Shown(key) + "' is not a parameter name");
     }
     bool last = i + 1 == words.size();
     if (eq == std::string_view::npos && !last) {
-      return Status::InvalidArgument("SCR_Config: '" + std::string(w) + "' has no value");
+      return Status::InvalidArgument("SCR_Config: '" + Shown(w) + "' has no value");
     }
     if (i == 0) op.key = Upper(key);
     if (eq == std::string_view::npos) {
@@ -106,8 +111,18 @@ std::optional<std::string> Config::Get(const std::string& key) const {
 }
 
 Status Config::LoadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("SCR_CONF_FILE: cannot open " + path);
+  Result<std::string> text = Env::Default()->ReadFile(path, kMaxConfigBytes);
+  if (!text.ok()) {
+    // Env's message quotes the path whole: quote it as every message here does.
+    std::string why = text.status().message();
+    for (size_t at = why.find(path); !path.empty() && at != std::string::npos; at = why.find(path, at)) {
+      const std::string shown = Shown(path);
+      why.replace(at, path.size(), shown);
+      at += shown.size();
+    }
+    return Status::Error(text.status().code(), "SCR_CONF_FILE: " + why);
+  }
+  std::istringstream in(*text);
   std::string line;
   int n = 0;
   while (std::getline(in, line)) {
@@ -118,7 +133,7 @@ Status Config::LoadFile(const std::string& path) {
     if (l.empty()) continue;
     auto op = ParseConfig(l);
     if (!op.ok() || op->kind != ConfigOp::kSet) {
-      return Status::InvalidArgument(path + ":" + std::to_string(n) + ": expected KEY=VALUE");
+      return Status::InvalidArgument(Shown(path) + ":" + std::to_string(n) + ": expected KEY=VALUE");
     }
     file_[op->key] = op->value;
   }
@@ -132,7 +147,7 @@ Result<long> Config::Int(const std::string& key, long dflt) const {
   char* end = nullptr;
   long x = std::strtol(v->c_str(), &end, 10);
   if (errno != 0 || end == v->c_str() || *Trim(end).data() != '\0') {
-    return Status::InvalidArgument(key + "=" + *v + ": expected an integer");
+    return Status::InvalidArgument(Shown(key + "=" + *v) + ": expected an integer");
   }
   return x;
 }
@@ -144,7 +159,7 @@ Result<double> Config::Double(const std::string& key, double dflt) const {
   char* end = nullptr;
   double x = std::strtod(v->c_str(), &end);
   if (errno != 0 || end == v->c_str() || *Trim(end).data() != '\0') {
-    return Status::InvalidArgument(key + "=" + *v + ": expected a number");
+    return Status::InvalidArgument(Shown(key + "=" + *v) + ": expected a number");
   }
   return x;
 }
@@ -197,14 +212,14 @@ Result<std::string> NormalizePath(std::string_view name, std::string_view base) 
     }
     parts.push_back(part);
   }
-  if (parts.empty()) return Status::InvalidArgument("SCR_Route_file: '" + std::string(name) + "' names /");
+  if (parts.empty()) return Status::InvalidArgument("SCR_Route_file: '" + Shown(name) + "' names /");
   std::string out;
   for (std::string_view p : parts) {
     out += '/';
     out += p;
   }
   if (out.size() >= SCR_MAX_FILENAME) {
-    return Status::Error(ENAMETOOLONG, "SCR_Route_file: '" + std::string(name) + "' is too long");
+    return Status::Error(ENAMETOOLONG, "SCR_Route_file: '" + Shown(name) + "' is too long");
   }
   return out;
 }

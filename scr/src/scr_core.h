@@ -16,6 +16,17 @@
 
 namespace dlckpt::scr {
 
+// --- messages
+
+// How much of an argument (a file or dataset name, a parameter) a message
+// quotes.
+inline constexpr size_t kShownBytes = 200;
+// `text` as a message quotes it: whole if it has at most kShownBytes bytes,
+// else its first kShownBytes bytes and "... (N bytes)", so that an argument
+// of any size gives a message of bounded size. Every message of the SCR layer
+// that repeats an argument quotes it through Shown.
+std::string Shown(std::string_view text);
+
 // --- configuration
 
 // One SCR_Config request: "KEY=VALUE" (set), "KEY=" (unset) or "KEY" (get).
@@ -47,7 +58,11 @@ class Config {
   const std::string* AppValue(const std::string& key) const;
   // The effective value.
   std::optional<std::string> Get(const std::string& key) const;
-  // Reads `path` into the file layer. NotFound if it does not exist.
+  // Reads `path` into the file layer. NotFound if it does not exist. Never
+  // blocks and never reads without bound: anything but a regular file (a
+  // FIFO, a device, a directory) is refused, and so is a file larger than
+  // kMaxConfigBytes (Env::ReadFile).
+  static constexpr size_t kMaxConfigBytes = size_t{1} << 20;
   Status LoadFile(const std::string& path);
   // Typed views of Get; InvalidArgument naming the key for a malformed value.
   Result<long> Int(const std::string& key, long dflt) const;

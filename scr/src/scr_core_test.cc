@@ -3,9 +3,13 @@
 #include "scr_core.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -78,6 +82,64 @@ TEST(ScrConfig, EnvironmentOverridesAppOverridesFile) {
   c.Set("SCR_CHECKPOINT_INTERVAL", "ten");
   EXPECT_FALSE(c.Int("SCR_CHECKPOINT_INTERVAL", 0).ok());
   EXPECT_FALSE(c.LoadFile("/nonexistent/scr.conf").ok());
+}
+
+// SCR_CONF_FILE names something that is not a small regular file: a FIFO
+// (no writer: opening it would wait forever), a device, a directory, a file
+// larger than the bound. Each is refused at once, naming the path.
+TEST(ScrConfig, AConfigurationFileThatIsNotASmallRegularFileIsRefusedWithoutBlocking) {
+  alarm(20);  // a hang ends the test (SIGALRM) instead of the suite's timeout
+  char dir[] = "/tmp/scr_core_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/fifo", big = std::string(dir) + "/big";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  {
+    std::ofstream f(big);
+    f << std::string(Config::kMaxConfigBytes + 1, '#');
+  }
+  Config c([](const char*) -> const char* { return nullptr; });
+  for (const std::string& path : {fifo, std::string("/dev/zero"), std::string(dir), big}) {
+    Status s = c.LoadFile(path);
+    EXPECT_FALSE(s.ok()) << path;
+    EXPECT_NE(s.message().find("SCR_CONF_FILE"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
+  }
+  EXPECT_EQ(c.LoadFile(fifo).code(), EINVAL);
+  EXPECT_EQ(c.LoadFile(big).code(), EFBIG);
+  std::remove(fifo.c_str());
+  std::remove(big.c_str());
+  rmdir(dir);
+  alarm(0);
+}
+
+TEST(ScrMessages, ShownQuotesAtMostTwoHundredBytes) {
+  EXPECT_EQ(Shown(""), "");
+  EXPECT_EQ(Shown("step.1"), "step.1");
+  const std::string exact(kShownBytes, 'a');
+  EXPECT_EQ(Shown(exact), exact);
+  const std::string huge = "ckpt/" + std::string(size_t{1} << 20, 'x');
+  const std::string shown = Shown(huge);
+  EXPECT_EQ(shown, huge.substr(0, kShownBytes) + "... (" + std::to_string(huge.size()) + " bytes)");
+}
+
+// A 1 MiB argument gives messages of bounded size, not 1 or 2 MiB each.
+TEST(ScrMessages, MessagesQuoteHugeArgumentsTruncated) {
+  const std::string huge(size_t{1} << 20, 'n');
+  Status too_long = NormalizePath(huge, "/prefix").status();
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_LT(too_long.ToString().size(), 400u);
+  EXPECT_NE(too_long.message().find("(1048576 bytes)"), std::string::npos) << too_long.message().substr(0, 400);
+  Status bad_key = ParseConfig(huge + "-=1").status();
+  ASSERT_FALSE(bad_key.ok());
+  EXPECT_LT(bad_key.ToString().size(), 400u);
+  Config c([](const char*) -> const char* { return nullptr; });
+  Status conf = c.LoadFile("/nonexistent/" + huge);
+  ASSERT_FALSE(conf.ok());
+  EXPECT_LT(conf.ToString().size(), 600u) << conf.ToString().substr(0, 600);
+  c.Set("SCR_CHECKPOINT_INTERVAL", huge);
+  Status value = c.Int("SCR_CHECKPOINT_INTERVAL", 0).status();
+  ASSERT_FALSE(value.ok());
+  EXPECT_LT(value.ToString().size(), 400u);
 }
 
 TEST(ScrNeedCheckpoint, NoParameterMeansAlways) {

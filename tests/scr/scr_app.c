@@ -16,7 +16,8 @@
  * errors: the error paths: SCR_Complete_output without SCR_Start_output,
  *         SCR_Start_restart with no checkpoint, valid = 0 on rank 1 only
  *         (discarded everywhere; the checkpoint before it stays the newest),
- *         a routed file never written; prints "errors: ok".
+ *         a routed file never written, a checkpoint too large for rank 1's
+ *         store (run with 16 MiB stores); prints "errors: ok".
  * Prints "restarted from iteration K" after a restart and, at the end,
  * "checksum: <hex>" (the same for any failure-free or restarted run). */
 #include <mpi.h>
@@ -96,6 +97,14 @@ static void errors(int n, double* x) {
   char rel[64];
   snprintf(rel, sizeof rel, "ckpt/rank_%d.dat", g_rank);
   if (SCR_Route_file(rel, file) != SCR_SUCCESS || !read_state(file, &iter, n, x) || iter != 1) bad |= 64;
+  /* A checkpoint larger than rank 1's store (24 MiB; the test's stores hold
+   * 16 MiB): invalid on every rank, and step.1 stays the newest. */
+  int big_n = g_rank == 1 ? 3 << 20 : n;
+  double* big = calloc((size_t)big_n, sizeof *big);
+  if (!big || checkpoint(3, big_n, big, 0, 1) != SCR_FAILURE) bad |= 16384;
+  free(big);
+  iter = -1;
+  if (SCR_Route_file(rel, file) != SCR_SUCCESS || !read_state(file, &iter, n, x) || iter != 1) bad |= 32768;
   /* A routed file never written makes the dataset invalid everywhere. */
   if (SCR_Start_output("unwritten", SCR_FLAG_CHECKPOINT) != SCR_SUCCESS) bad |= 128;
   if (g_rank == 0 && SCR_Route_file("never.dat", file) != SCR_SUCCESS) bad |= 256;

@@ -80,6 +80,37 @@
 // detach (destructor of an owner Store) keeps the working files for the next
 // owner (so `cp` then `cat` through the preload library see the same files).
 //
+// Failed writes. A store remembers every write into the working files that
+// failed, so that a checkpoint the application did not manage to write is
+// never committed (an application may check fclose but not fwrite). A write
+// that failed (ENOSPC when the store is full, ENOSPC past the capacity,
+// EBADMSG from a damaged compressed chunk: any error of the data path) or
+// stored fewer bytes than asked (a short write: the store filled up), and a
+// truncate or ftruncate that could not resize the file (an extension that
+// does not fit) mark that file *damaged*. A create (Open with O_CREAT)
+// refused because the file table is full is recorded as a *lost create*.
+// Errors that reach no data (EBADF, EROFS, a bad path, EMFILE) mark nothing.
+// While any working file is damaged or a create was lost, Commit() refuses:
+// it returns the first failure's errno (ENOSPC for a full store) with a
+// message naming the store, the files (and what failed in each), the
+// capacity and file-table size and how to raise them, and changes nothing:
+// the acknowledged and pending epochs stay exactly as they were. A file's
+// damage ends when every byte it holds is one the application wrote or
+// asked for again: an Open with O_TRUNC, a successful truncate to a size at
+// most the offset of the first byte the failure left wrong (0 always is),
+// successful writes that cover [0, size) after the failure (a full
+// rewrite), or the file going away (unlink, rename over it). A lost create
+// ends when that path is created after all, when it or a directory above it
+// is removed (Unlink, even of the missing path, or Rmdir), or once a refused
+// Commit has reported it (the path is not among the working files, so
+// nothing of it could be committed); after several lost creates only the
+// refused Commit ends them. Rollback(), Restore() and a new
+// owner without a saved working set start from a committed epoch: no
+// failure. The marks belong to the working files: in the owner's memory and,
+// when it detaches, in the saved working set (a lost create in the store's
+// header at once), so the next owner (dlckpt-store commit, a preloaded tool)
+// refuses the same commit. FileInfo::damage shows a file's mark.
+//
 // Thread safety: every method of Store is thread-safe. Errors: Status with the
 // store name and path, errno-valued codes (ENOENT, EBADF, ENOSPC, EMFILE,
 // ENAMETOOLONG, EINVAL, EISDIR, EEXIST, EBUSY, EBADMSG for corruption).
@@ -159,6 +190,9 @@ struct FileInfo {
   uint64_t ino = 0;
   uint32_t crc32c = 0;  // of the file's bytes, valid in committed epochs
   uint64_t blocks = 0;  // data blocks the file fills (compressed chunks: their LZ4 blocks)
+  // Working files: the errno of the failed write that left the file
+  // incomplete ("Failed writes" above), 0 if it is whole.
+  int damage = 0;
 };
 
 struct EpochState {
@@ -279,7 +313,9 @@ class Store final {
   // `epoch` 0 takes the next number; an explicit one (agreed by all ranks)
   // must be newer than every epoch this store has seen, else EINVAL. Epoch
   // numbers are never reused, even after AbortPending. EBUSY if an epoch is
-  // still pending.
+  // still pending. Refused, changing nothing, while a working file is
+  // damaged or a create was lost (see "Failed writes"): the failure's errno,
+  // usually ENOSPC, with a message naming the file.
   Result<uint64_t> Commit(uint64_t epoch = 0);
   // The pending epoch `epoch` becomes the acknowledged one; the previous
   // acknowledged epoch's blocks are released.

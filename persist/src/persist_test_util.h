@@ -48,6 +48,10 @@ class PersistFixture : public ::testing::Test {
     names_.push_back(name);
     memfs::StoreOptions o;
     o.capacity = 8 << 20;
+    // Pages on demand: these tests make hundreds of stores, and what they
+    // prove does not depend on memory being faulted in at creation.
+    o.prefault = false;
+    o.pretouch = false;
     o.block_size = 4096;
     o.max_files = 64;
     o.job = "jobP";

@@ -632,25 +632,6 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
   }
 }
 
-void Supervisor::StopCodec() {
-  if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
-  if (codec_ && !Terminating()) {
-    Status r = codec_->Shutdown(30000);
-    if (!r.ok()) Log("codec shutdown: " + r.ToString());
-  }
-  double deadline = Now() + 30;
-  while (codec_pid_ > 0 && !Terminating()) {
-    if (Reap(codec_pid_, nullptr)) {
-      codec_pid_ = -1;
-    } else if (Now() > deadline) {
-      Log("codec did not exit; killing it");
-      break;
-    } else {
-      Sleep(0.01);
-    }
-  }
-}
-
 void Supervisor::TearDownJobs() {
   Signal(frozen_, SIGKILL);
   frozen_.clear();

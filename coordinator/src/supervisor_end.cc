@@ -4,17 +4,41 @@
 // goes through Finish, so the summary names the status the process exits
 // with. Thread safety: the supervisor's thread only.
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <sstream>
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
+#include "procs.h"
 #include "supervisor.h"
 #include "text.h"
 
 namespace dlckpt::run {
 
 namespace fs = std::filesystem;
+
+// Asks the codec service to shut down and waits up to 30 s for its job to
+// exit; a signal to dlckpt-run cuts both short (the job is then killed).
+void Supervisor::StopCodec() {
+  if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
+  if (codec_ && !Terminating()) {
+    Status r = codec_->Shutdown(30000);
+    if (!r.ok()) Log("codec shutdown: " + r.ToString());
+  }
+  double deadline = Now() + 30;
+  while (codec_pid_ > 0 && !Terminating()) {
+    if (Reap(codec_pid_, nullptr)) {
+      codec_pid_ = -1;
+    } else if (Now() > deadline) {
+      Log("codec did not exit; killing it");
+      break;
+    } else {
+      struct timespec pause{0, 10 * 1000 * 1000};
+      nanosleep(&pause, nullptr);  // a signal ends it early: the loop checks Terminating()
+    }
+  }
+}
 
 void Supervisor::Cleanup(int exit_code) {
   if (exit_code != 0 && !o_.verbose && !Terminating()) {

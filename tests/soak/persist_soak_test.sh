@@ -90,7 +90,8 @@ for (( i = 0; i < runs; i++ )); do
       why="${why:+$why; }halt: exit $rc, expected 7 (or 0 if the run ended first)"
     fi
   fi
-  r=$(grep -c "restart from the persistent copy\|^dlckpt-run: restarting from" "$out"); restores=$(( restores + r ))
+  # The supervisor's own line, once per restore (the summary repeats it after "recovery N: ").
+  r=$(grep -c "^dlckpt-run: restart from the persistent copy\|^dlckpt-run: restarting from" "$out"); restores=$(( restores + r ))
   if [ "$rc" = 3 ] && grep -q "no complete drained epoch" "$out" && [ "$pattern" != "within parity" ]; then
     explained=$(( explained + 1 ))
   elif [ "$rc" != 0 ]; then

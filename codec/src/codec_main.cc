@@ -16,7 +16,7 @@
 
 #include "codec_service.h"
 #include "dlckpt/base/node.h"
-#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/control/heartbeat.h"
 #include "dlckpt/base/units.h"
 #include "dlckpt/base/version.h"
 

@@ -32,7 +32,7 @@
 #include "dlckpt/base/node.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/memfs/memfs.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 #include "parity.h"
 
 namespace dlckpt::codec {

@@ -37,7 +37,7 @@
 #include "dlckpt/base/env.h"
 #include "dlckpt/memfs/extent.h"
 #include "dlckpt/memfs/memfs.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 #include "dlckpt/base/status.h"
 
 namespace dlckpt::codec {

@@ -32,8 +32,8 @@
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/codec/delta_transport.h"
 #include "dlckpt/codec/groups.h"
-#include "dlckpt/codec/frame_server.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/frame_server.h"
+#include "dlckpt/control/protocol.h"
 #include "dlckpt/memfs/memfs.h"
 #include "parity.h"
 

@@ -1,7 +1,7 @@
 // The application API (dlckpt/dlckpt.h): init, checkpoint, restarted epoch,
 // finalize. Every rank owns its memfs store through libintercept's process
 // store; rank 0 talks to the codec service through the CodecClient; a
-// checkpoint is one CheckpointRound (dlckpt/codec/checkpoint_round.h). Waits
+// checkpoint is one CheckpointRound (dlckpt/control/checkpoint_round.h). Waits
 // never spin (dlckpt/base/mpi.h; docs/design.md, invariant 5).
 #include <mpi.h>
 #include <time.h>
@@ -20,8 +20,8 @@
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/names.h"
-#include "dlckpt/codec/checkpoint_round.h"
-#include "dlckpt/codec/client.h"
+#include "dlckpt/control/checkpoint_round.h"
+#include "dlckpt/control/client.h"
 #include "dlckpt/intercept/intercept.h"
 #include "dlckpt/memfs/memfs.h"
 #include "api_persist.h"

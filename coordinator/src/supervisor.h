@@ -15,10 +15,10 @@
 
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/progress.h"
-#include "dlckpt/codec/client.h"
-#include "dlckpt/codec/heartbeat.h"
-#include "dlckpt/codec/protocol.h"
-#include "dlckpt/codec/recovery.h"
+#include "dlckpt/control/client.h"
+#include "dlckpt/control/heartbeat.h"
+#include "dlckpt/control/protocol.h"
+#include "dlckpt/control/recovery.h"
 #include "launch.h"
 #include "run_options.h"
 

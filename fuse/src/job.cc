@@ -13,7 +13,7 @@
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
-#include "dlckpt/codec/checkpoint_round.h"
+#include "dlckpt/control/checkpoint_round.h"
 
 namespace dlckpt::fusefs {
 

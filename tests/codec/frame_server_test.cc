@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "dlckpt/codec/frame_server.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/frame_server.h"
+#include "dlckpt/control/protocol.h"
 
 namespace dlckpt::protocol {
 namespace {

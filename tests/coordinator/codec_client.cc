@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
 using namespace dlckpt::protocol;  // NOLINT
 

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "dlckpt/fuse/control.h"
-#include "dlckpt/codec/checkpoint_round.h"
-#include "dlckpt/codec/client.h"
+#include "dlckpt/control/checkpoint_round.h"
+#include "dlckpt/control/client.h"
 #include "dlckpt/base/status.h"
 
 namespace dlckpt::fusefs {

@@ -1,4 +1,4 @@
-// dlckpt/codec/frame_server.h — the codec service's side of the protocol's
+// dlckpt/control/frame_server.h — the codec service's side of the protocol's
 // connections: one listener and every client, read without blocking.
 #ifndef DLCKPT_CODEC_FRAME_SERVER_H_
 #define DLCKPT_CODEC_FRAME_SERVER_H_
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "dlckpt/base/status.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
 namespace dlckpt::protocol {
 

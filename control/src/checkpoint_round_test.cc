@@ -1,7 +1,7 @@
 // Tests of the checkpoint round: every outcome of the rule in
-// dlckpt/codec/checkpoint_round.h, on one MPI process with a fake store and a
+// dlckpt/control/checkpoint_round.h, on one MPI process with a fake store and a
 // fake encoder, and the plan (PlanRound) for several participants.
-#include "dlckpt/codec/checkpoint_round.h"
+#include "dlckpt/control/checkpoint_round.h"
 
 #include <mpi.h>
 

@@ -1,4 +1,4 @@
-// dlckpt/codec/heartbeat.h — node failure detection by heartbeats.
+// dlckpt/control/heartbeat.h — node failure detection by heartbeats.
 //
 // Hydra notices a node whose processes die with its link up (a crash), never a
 // node whose link goes first (a power-off): dlckpt detects both with its own

@@ -1,4 +1,4 @@
-#include "dlckpt/codec/recovery.h"
+#include "dlckpt/control/recovery.h"
 
 #include <gtest/gtest.h>
 

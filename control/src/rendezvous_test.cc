@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "dlckpt/base/env.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
 namespace dlckpt::protocol {
 namespace {

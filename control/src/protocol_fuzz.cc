@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace dlckpt::protocol;  // NOLINT

@@ -1,4 +1,4 @@
-// dlckpt/codec/protocol.h — the control protocol between the application, the
+// dlckpt/control/protocol.h — the control protocol between the application, the
 // dlckpt-run supervisor and the codec service.
 //
 // Frames: a 16-byte header {magic "DLCK", version, type, payload length,

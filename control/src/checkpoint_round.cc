@@ -1,5 +1,5 @@
-// One job-wide checkpoint: see dlckpt/codec/checkpoint_round.h.
-#include "dlckpt/codec/checkpoint_round.h"
+// One job-wide checkpoint: see dlckpt/control/checkpoint_round.h.
+#include "dlckpt/control/checkpoint_round.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-// dlckpt/codec/checkpoint_round.h — one job-wide checkpoint: the local commit
+// dlckpt/control/checkpoint_round.h — one job-wide checkpoint: the local commit
 // on every store, the encode request, the outcome agreed across ranks, and
 // the acknowledgement or abort. The application API (dlckpt_checkpoint) and
 // dlckpt-ctl's job checkpoints of FUSE mounts both run this one round; only
@@ -39,7 +39,7 @@
 
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/status.h"
-#include "dlckpt/codec/client.h"
+#include "dlckpt/control/client.h"
 
 namespace dlckpt::codec {
 

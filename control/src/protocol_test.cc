@@ -1,4 +1,4 @@
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -27,7 +27,7 @@
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/node.h"
 #include "dlckpt/base/version.h"
-#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/control/heartbeat.h"
 
 namespace hb = dlckpt::heartbeat;
 using dlckpt::Env;
@@ -38,7 +38,7 @@ namespace {
 
 const char kUsage[] =
     "Usage: dlckpt-heartbeat COMMAND [OPTIONS]\n"
-    "Node failure detection by authenticated UDP heartbeats (see dlckpt/codec/heartbeat.h).\n"
+    "Node failure detection by authenticated UDP heartbeats (see dlckpt/control/heartbeat.h).\n"
     "\n"
     "  key                       print a new random key (64 hex digits)\n"
     "  send    --job J --generation G [--node N] [--to HOST:PORT] [--key-file F]\n"

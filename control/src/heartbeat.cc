@@ -1,4 +1,4 @@
-#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/control/heartbeat.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,4 +1,4 @@
-#include "dlckpt/codec/frame_server.h"
+#include "dlckpt/control/frame_server.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-// dlckpt/codec/recovery.h — the recovery decision of dlckpt-run, as a pure function.
+// dlckpt/control/recovery.h — the recovery decision of dlckpt-run, as a pure function.
 //
 // Input: what a survey found on the live nodes (stores with their epochs,
 // parity objects with the group they encode), the nodes known to be dead,
@@ -44,7 +44,7 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 #include "dlckpt/base/status.h"
 
 namespace dlckpt::recovery {

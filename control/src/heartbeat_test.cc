@@ -1,7 +1,7 @@
 // Tests of the heartbeat failure detector: the MAC and the datagram format,
 // then real senders and monitors on loopback (detection time, no false
 // suspicion under load and pauses, bad datagrams, generations, shutdown).
-#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/control/heartbeat.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,5 +1,5 @@
-// The codec service's client: see dlckpt/codec/client.h.
-#include "dlckpt/codec/client.h"
+// The codec service's client: see dlckpt/control/client.h.
+#include "dlckpt/control/client.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -37,6 +37,8 @@
 
 namespace dlckpt::codec {
 
+namespace protocol = control::protocol;
+
 namespace internal {
 
 double Now() {

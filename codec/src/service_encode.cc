@@ -25,6 +25,8 @@
 
 namespace dlckpt::codec {
 
+namespace protocol = control::protocol;
+
 using internal::EncodeHold;
 using internal::Fixed;
 using internal::Now;

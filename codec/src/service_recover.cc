@@ -26,6 +26,9 @@
 
 namespace dlckpt::codec {
 
+namespace protocol = control::protocol;
+namespace recovery = control::recovery;
+
 using internal::Fixed;
 using internal::Hold;
 using internal::kCmdRecover;

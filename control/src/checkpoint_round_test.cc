@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 namespace {
 
 // A store as memfs keeps epochs, recording the calls it gets.
@@ -257,7 +257,7 @@ TEST(PlanRound, RefusesDisagreementAndMismatch) {
 }
 
 }  // namespace
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

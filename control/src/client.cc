@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 namespace {
 
 bool SameLayout(const std::vector<protocol::RankEntry>& a, const std::vector<protocol::RankEntry>& b) {
@@ -193,4 +193,4 @@ Status CodecClient::Shutdown(int timeout_ms) {
   return d.status();
 }
 
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control

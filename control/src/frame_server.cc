@@ -12,7 +12,7 @@
 
 #include "dlckpt/base/env.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 
 namespace {
 
@@ -296,4 +296,4 @@ void FrameServer::Reject(uint64_t id, int code, const std::string& why) {
   if (p != nullptr) Drop(*p, code, why, true);
 }
 
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol

@@ -29,7 +29,7 @@
 #include "dlckpt/base/version.h"
 #include "dlckpt/control/heartbeat.h"
 
-namespace hb = dlckpt::heartbeat;
+namespace hb = dlckpt::control::heartbeat;
 using dlckpt::Env;
 using dlckpt::Result;
 using dlckpt::Status;

@@ -19,7 +19,7 @@
 
 #include "dlckpt/base/env.h"
 
-namespace dlckpt::heartbeat {
+namespace dlckpt::control::heartbeat {
 namespace {
 
 const char kKeyHex[] = "00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978";
@@ -632,4 +632,4 @@ TEST(Loopback, IPv6) {
 }
 
 }  // namespace
-}  // namespace dlckpt::heartbeat
+}  // namespace dlckpt::control::heartbeat

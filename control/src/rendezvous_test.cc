@@ -13,7 +13,7 @@
 #include "dlckpt/base/env.h"
 #include "dlckpt/control/protocol.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 namespace {
 
 // A regression to a blocking open or an unbounded read is killed by SIGALRM
@@ -82,4 +82,4 @@ TEST_F(RendezvousTest, ASymlinkToARegularFileIsRead) {
 }
 
 }  // namespace
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol

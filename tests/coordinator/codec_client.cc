@@ -10,7 +10,7 @@
 
 #include "dlckpt/control/protocol.h"
 
-using namespace dlckpt::protocol;  // NOLINT
+using namespace dlckpt::control::protocol;  // NOLINT
 
 namespace {
 

@@ -41,7 +41,7 @@
 #include "dlckpt/base/status.h"
 #include "dlckpt/control/client.h"
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 
 // One participant's epochs (as memfs::EpochState).
 struct RoundEpochs {
@@ -167,6 +167,6 @@ class CheckpointRound final {
   Status deferred_;  // an asynchronous encode's failure, for Wait
 };
 
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control
 
 #endif  // DLCKPT_CODEC_CHECKPOINT_ROUND_H_

@@ -26,7 +26,7 @@
 #include "dlckpt/base/status.h"
 #include "dlckpt/control/protocol.h"
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 
 struct ClientOptions {
   std::string rendezvous;  // path of the service's rendezvous file
@@ -110,6 +110,6 @@ class CodecClient final {
   uint64_t awaiting_ = 0;
 };
 
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control
 
 #endif  // DLCKPT_CODEC_CLIENT_H_

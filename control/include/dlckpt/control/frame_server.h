@@ -14,7 +14,7 @@
 #include "dlckpt/base/status.h"
 #include "dlckpt/control/protocol.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 
 // ---- serving many connections -------------------------------------------------
 
@@ -106,6 +106,6 @@ class FrameServer final {
   int64_t accept_paused_until_ms_ = 0;  // after accept(2) failed for lack of descriptors
 };
 
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol
 
 #endif  // DLCKPT_CODEC_FRAME_SERVER_H_

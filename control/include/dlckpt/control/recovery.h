@@ -47,7 +47,7 @@
 #include "dlckpt/control/protocol.h"
 #include "dlckpt/base/status.h"
 
-namespace dlckpt::recovery {
+namespace dlckpt::control::recovery {
 
 struct Input {
   protocol::SurveyReply survey;           // from the live nodes
@@ -82,6 +82,6 @@ std::string DescribeDegraded(const Plan& plan);
 // The RECOVER message for a plan.
 protocol::Recover ToRecoverMessage(const Plan& plan);
 
-}  // namespace dlckpt::recovery
+}  // namespace dlckpt::control::recovery
 
 #endif  // DLCKPT_CODEC_RECOVERY_H_

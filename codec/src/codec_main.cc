@@ -16,7 +16,7 @@
 
 #include "codec_service.h"
 #include "dlckpt/base/node.h"
-#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/control/heartbeat.h"
 #include "dlckpt/base/units.h"
 #include "dlckpt/base/version.h"
 
@@ -155,10 +155,10 @@ int main(int argc, char** argv) {
 
   // Heartbeats to dlckpt-run's failure detector, when it asked for them
   // (DLCKPT_HEARTBEAT / DLCKPT_HEARTBEAT_KEY in the environment).
-  std::unique_ptr<dlckpt::heartbeat::Sender> heartbeat;
-  auto hb = dlckpt::heartbeat::SenderOptionsFromEnv(cfg.job, cfg.node, cfg.generation);
+  std::unique_ptr<dlckpt::control::heartbeat::Sender> heartbeat;
+  auto hb = dlckpt::control::heartbeat::SenderOptionsFromEnv(cfg.job, cfg.node, cfg.generation);
   if (hb.ok()) {
-    auto sender = dlckpt::heartbeat::Sender::Create(*hb);
+    auto sender = dlckpt::control::heartbeat::Sender::Create(*hb);
     dlckpt::Status started = sender.ok() ? (*sender)->Start() : sender.status();
     if (!started.ok()) {
       std::fprintf(stderr, "dlckpt-codec[%s]: heartbeat: %s\n", cfg.node.c_str(), started.ToString().c_str());

@@ -32,10 +32,12 @@
 #include "dlckpt/base/node.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/memfs/memfs.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 #include "parity.h"
 
 namespace dlckpt::codec {
+
+namespace protocol = control::protocol;
 
 namespace internal {
 

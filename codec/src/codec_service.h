@@ -1,7 +1,7 @@
 // The dlckpt-codec service: one MPI process per node (data nodes and spares).
 //
 // Rank 0 listens on TCP, publishes the rendezvous file and serves the
-// protocol of dlckpt/codec/protocol.h; every command it accepts is broadcast to all
+// protocol of dlckpt/control/protocol.h; every command it accepts is broadcast to all
 // codec processes and executed collectively:
 //   HELLO (application): forms the groups from the application's layout;
 //   ENCODE(e): every data node contributes the images of its stores' epoch e

@@ -9,6 +9,8 @@
 
 namespace dlckpt::codec {
 
+namespace protocol = control::protocol;
+
 namespace {
 
 constexpr char kMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', 'P', '1'};

@@ -37,7 +37,7 @@
 #include "dlckpt/base/env.h"
 #include "dlckpt/memfs/extent.h"
 #include "dlckpt/memfs/memfs.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 #include "dlckpt/base/status.h"
 
 namespace dlckpt::codec {
@@ -73,14 +73,14 @@ class ParitySlots {
   // The valid parity objects of this node (complete or not; not a slot
   // Reserve made that no Prepare has written yet), for a survey.
   // Damaged headers are skipped (logged through `warn`).
-  std::vector<protocol::ParityReport> Scan(std::vector<std::string>* warn);
+  std::vector<control::protocol::ParityReport> Scan(std::vector<std::string>* warn);
 
   // Starts writing a parity described by `info` (info.complete ignored) of
   // `length` bytes into the slot that does not hold the complete parity of
   // epoch `keep` (the acknowledged epoch; when no slot holds it, or keep is
   // 0: the slot that does not hold the newest complete parity); returns where
   // its bytes go.
-  Result<uint8_t*> Prepare(const protocol::ParityReport& info, uint64_t length, uint64_t keep);
+  Result<uint8_t*> Prepare(const control::protocol::ParityReport& info, uint64_t length, uint64_t keep);
   // Prepare sets last_prepare_fresh() also when the slot held a complete
   // parity and its data area moved (a header of another size): that
   // parity's bytes are then not where they were.
@@ -91,7 +91,7 @@ class ParitySlots {
   // parity is left alone. The slots carry a valid incomplete header until a
   // Prepare. Prepare later shrinks a slot far larger than an epoch needs.
   // Fails (ENOSPC, ...) leaving the slot absent: Prepare creates it then.
-  Status Reserve(const protocol::ParityReport& shape, uint64_t length);
+  Status Reserve(const control::protocol::ParityReport& shape, uint64_t length);
   // Marks the prepared parity complete, with the CRC32C of each block.
   Status Complete();
   // Incremental encode: as Complete, for a parity written by updating the
@@ -116,7 +116,7 @@ class ParitySlots {
   // (CompleteDelta, Scan). Call before Prepare: the bytes
   // stay valid and unchanged through the Prepare that keeps this epoch and
   // the Complete after it (Prepare never writes the slot it keeps).
-  Result<Extent> Kept(uint32_t group, uint32_t index, uint64_t epoch, protocol::ParityReport* info);
+  Result<Extent> Kept(uint32_t group, uint32_t index, uint64_t epoch, control::protocol::ParityReport* info);
 
   // Incremental encode: true if the slot a Prepare keeping `keep` would
   // write holds the complete parity (group, index) of epoch `epoch` now.
@@ -131,7 +131,7 @@ class ParitySlots {
  private:
   struct Mapped {
     std::unique_ptr<MappedShm> shm;
-    protocol::ParityReport info;
+    control::protocol::ParityReport info;
     uint64_t header_bytes = 0;
     uint64_t length = 0;  // parity bytes after the header
     uint64_t block = kParityBlock;

@@ -12,6 +12,9 @@
 #include "dlckpt/memfs/memfs.h"
 
 namespace dlckpt::codec {
+
+namespace protocol = control::protocol;
+
 namespace {
 
 class ParityTest : public ::testing::Test {

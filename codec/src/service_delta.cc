@@ -30,6 +30,8 @@
 
 namespace dlckpt::codec {
 
+namespace protocol = control::protocol;
+
 namespace internal {
 
 namespace {

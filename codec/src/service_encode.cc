@@ -18,12 +18,14 @@
 #include "dlckpt/codec/delta.h"
 #include "dlckpt/codec/erasure.h"
 #include "dlckpt/codec/groups.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 #include "dlckpt/memfs/memfs.h"
 #include "parity.h"
 #include "service_impl.h"
 
 namespace dlckpt::codec {
+
+namespace protocol = control::protocol;
 
 using internal::EncodeHold;
 using internal::Fixed;

@@ -32,8 +32,8 @@
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/codec/delta_transport.h"
 #include "dlckpt/codec/groups.h"
-#include "dlckpt/codec/frame_server.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/frame_server.h"
+#include "dlckpt/control/protocol.h"
 #include "dlckpt/memfs/memfs.h"
 #include "parity.h"
 
@@ -97,10 +97,10 @@ struct DeltaInfo {
   bool have_kept = false;
   uint8_t scheme = 0;
   uint32_t k = 0;
-  std::vector<protocol::MemberRecord> kept_members;
+  std::vector<control::protocol::MemberRecord> kept_members;
 };
-void PutDeltaInfo(protocol::Writer& w, const DeltaInfo& d);
-Status GetDeltaInfo(protocol::Reader& r, DeltaInfo* d);
+void PutDeltaInfo(control::protocol::Writer& w, const DeltaInfo& d);
+Status GetDeltaInfo(control::protocol::Reader& r, DeltaInfo* d);
 
 // A group's choice between a delta and a full encode, the same on every
 // process (a pure function of the exchanged records).
@@ -111,7 +111,7 @@ struct DeltaPlan {
   uint64_t length = 0;                           // the new parity length
   double fraction = 1;                           // packed bytes / length
 };
-DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::MemberRecord>& records,
+DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<control::protocol::MemberRecord>& records,
                     const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold);
 
 }  // namespace internal
@@ -141,15 +141,15 @@ class Service {
   Status BroadcastCommand(uint32_t* cmd, std::string* payload);
 
   // ---- commands (collective) ----
-  Result<std::string> Execute(uint32_t cmd, const std::string& payload, protocol::MsgType* reply_type);
-  Status Hello(const protocol::Hello& h);
-  protocol::Done Encode(uint64_t epoch, uint64_t keep);
-  Result<protocol::SurveyReply> Survey();
-  protocol::Done Recover(const protocol::Recover& r);
+  Result<std::string> Execute(uint32_t cmd, const std::string& payload, control::protocol::MsgType* reply_type);
+  Status Hello(const control::protocol::Hello& h);
+  control::protocol::Done Encode(uint64_t epoch, uint64_t keep);
+  Result<control::protocol::SurveyReply> Survey();
+  control::protocol::Done Recover(const control::protocol::Recover& r);
   void Shutdown();
 
   // ---- local state ----
-  protocol::NodeReport LocalReport();
+  control::protocol::NodeReport LocalReport();
   Status LocalImage(uint64_t epoch, const std::vector<int32_t>& ranks, std::vector<Extent>* extents,
                     std::vector<uint64_t>* sizes, const std::vector<uint64_t>* expect);
   memfs::Store* CachedStore(int32_t rank, Status* error);
@@ -174,7 +174,7 @@ class Service {
   // The group's delta encode along `plan` (collective over the group).
   // `new_image`: this data node's image of the epoch encoded.
   Status RunDelta(const Group& g, const ErasureCode& code, const internal::DeltaPlan& plan,
-                  const protocol::ParityReport& info, uint64_t keep, const std::string& label,
+                  const control::protocol::ParityReport& info, uint64_t keep, const std::string& label,
                   std::span<const Extent> new_image);
   void Log(const std::string& msg) const {
     std::fprintf(stderr, "dlckpt-codec[%d %s]: %s\n", rank_, cfg_.node.c_str(), msg.c_str());
@@ -183,7 +183,7 @@ class Service {
 
   // ---- rank 0 network side ----
   Status Listen();
-  void HandleRequest(protocol::FrameServer::Request& q);
+  void HandleRequest(control::protocol::FrameServer::Request& q);
   std::string StatusText() const;
 
   MPI_Comm world_;
@@ -235,8 +235,8 @@ class Service {
   bool drop_old_parity_ = false;
 
   // Rank 0: every client connection, read without blocking (see
-  // protocol::FrameServer for the deadlines and limits).
-  std::unique_ptr<protocol::FrameServer> server_;
+  // control::protocol::FrameServer for the deadlines and limits).
+  std::unique_ptr<control::protocol::FrameServer> server_;
   std::string token_;
   bool stop_ = false;
 };

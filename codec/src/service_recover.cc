@@ -18,13 +18,16 @@
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/codec/erasure.h"
-#include "dlckpt/codec/protocol.h"
-#include "dlckpt/codec/recovery.h"
+#include "dlckpt/control/protocol.h"
+#include "dlckpt/control/recovery.h"
 #include "dlckpt/memfs/memfs.h"
 #include "parity.h"
 #include "service_impl.h"
 
 namespace dlckpt::codec {
+
+namespace protocol = control::protocol;
+namespace recovery = control::recovery;
 
 using internal::Fixed;
 using internal::Hold;

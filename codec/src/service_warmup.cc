@@ -24,6 +24,8 @@
 
 namespace dlckpt::codec {
 
+namespace protocol = control::protocol;
+
 using internal::Fixed;
 using internal::Now;
 

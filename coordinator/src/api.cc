@@ -1,7 +1,7 @@
 // The application API (dlckpt/dlckpt.h): init, checkpoint, restarted epoch,
 // finalize. Every rank owns its memfs store through libintercept's process
 // store; rank 0 talks to the codec service through the CodecClient; a
-// checkpoint is one CheckpointRound (dlckpt/codec/checkpoint_round.h). Waits
+// checkpoint is one CheckpointRound (dlckpt/control/checkpoint_round.h). Waits
 // never spin (dlckpt/base/mpi.h; docs/design.md, invariant 5).
 #include <mpi.h>
 #include <time.h>
@@ -20,8 +20,8 @@
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/names.h"
-#include "dlckpt/codec/checkpoint_round.h"
-#include "dlckpt/codec/client.h"
+#include "dlckpt/control/checkpoint_round.h"
+#include "dlckpt/control/client.h"
 #include "dlckpt/intercept/intercept.h"
 #include "dlckpt/memfs/memfs.h"
 #include "api_persist.h"
@@ -34,10 +34,10 @@ struct State {
   MPI_Comm comm = MPI_COMM_NULL;
   std::unique_ptr<mpi::Collective> collective;
   memfs::Store* store = nullptr;
-  std::unique_ptr<codec::RoundStore> round_store;
-  std::unique_ptr<codec::CodecClient> service;     // rank 0, when under dlckpt-run
-  std::unique_ptr<codec::RoundEncoder> encoder;    // rank 0, over `service`
-  std::unique_ptr<codec::CheckpointRound> round;   // the job's checkpoints
+  std::unique_ptr<control::RoundStore> round_store;
+  std::unique_ptr<control::CodecClient> service;     // rank 0, when under dlckpt-run
+  std::unique_ptr<control::RoundEncoder> encoder;    // rank 0, over `service`
+  std::unique_ptr<control::CheckpointRound> round;   // the job's checkpoints
   std::unique_ptr<Drainer> drainer;                // with $DLCKPT_PERSIST: the second level
   long long restarted_epoch = 0;
   bool with_service = false;  // under dlckpt-run (DLCKPT_RENDEZVOUS set), on every rank
@@ -78,13 +78,13 @@ Result<bool> EnvAsync() {
 }
 
 // The process store as the checkpoint round drives it.
-class ProcessRoundStore final : public codec::RoundStore {
+class ProcessRoundStore final : public control::RoundStore {
  public:
   explicit ProcessRoundStore(memfs::Store* store) : store_(store) {}
-  Result<codec::RoundEpochs> Prepare() override {
+  Result<control::RoundEpochs> Prepare() override {
     DLCKPT_RETURN_IF_ERROR(intercept::FlushStreams());
     memfs::EpochState e = store_->epochs();
-    return codec::RoundEpochs{e.acknowledged, e.pending, e.next};
+    return control::RoundEpochs{e.acknowledged, e.pending, e.next};
   }
   // A refusal (a write into the store had failed: "Failed writes" in
   // dlckpt/memfs/memfs.h) is reported to dlckpt-run for its summary.
@@ -183,22 +183,22 @@ Status Init(MPI_Comm comm) {
   const char* rendezvous = std::getenv("DLCKPT_RENDEZVOUS");
   st.with_service = rendezvous != nullptr && *rendezvous != '\0';
   if (c.rank() == 0 && rendezvous != nullptr && *rendezvous != '\0') {
-    std::vector<protocol::RankEntry> layout;
+    std::vector<control::protocol::RankEntry> layout;
     for (int i = 0; i < c.size(); ++i) {
-      protocol::RankEntry e;
+      control::protocol::RankEntry e;
       e.rank = i;
       e.store = stores[static_cast<size_t>(i)];
       auto id = ParseStoreName(e.store);
       if (id.ok()) e.node = id->node;
       layout.push_back(std::move(e));
     }
-    codec::ClientOptions o;
+    control::ClientOptions o;
     o.rendezvous = rendezvous;
     o.rendezvous_wait_ms = EnvInt("DLCKPT_RENDEZVOUS_TIMEOUT", 60) * 1000;
-    st.service = std::make_unique<codec::CodecClient>(std::move(o));
+    st.service = std::make_unique<control::CodecClient>(std::move(o));
     st.service->SetLayout(std::move(layout));
     connected = st.service->Connect();
-    st.encoder = std::make_unique<codec::ClientEncoder>(st.service.get(),
+    st.encoder = std::make_unique<control::ClientEncoder>(st.service.get(),
                                                         EnvInt("DLCKPT_ENCODE_TIMEOUT", 3600) * 1000);
   } else if (c.rank() == 0) {
     std::fprintf(stderr,
@@ -207,10 +207,10 @@ Status Init(MPI_Comm comm) {
   }
   DLCKPT_RETURN_IF_ERROR(c.Agree(connected, "dlckpt_init"));
   st.round_store = std::make_unique<ProcessRoundStore>(st.store);
-  codec::RoundOptions ro;
+  control::RoundOptions ro;
   ro.async = *async;
   ro.log = [](const std::string& m) { std::fprintf(stderr, "dlckpt: %s\n", m.c_str()); };
-  st.round = std::make_unique<codec::CheckpointRound>(st.collective.get(), st.round_store.get(),
+  st.round = std::make_unique<control::CheckpointRound>(st.collective.get(), st.round_store.get(),
                                                       st.encoder.get(), "rank " + std::to_string(c.rank()),
                                                       std::move(ro));
   auto drainer = Drainer::FromEnv(st.store, &c);

@@ -387,19 +387,19 @@ Status Supervisor::Setup() {
     }
   }
   // The heartbeat monitor: every codec process beats every 0.2 s.
-  DLCKPT_ASSIGN_OR_RETURN(heartbeat_key_, protocol::NewToken());
-  heartbeat::MonitorOptions mo;
+  DLCKPT_ASSIGN_OR_RETURN(heartbeat_key_, control::protocol::NewToken());
+  control::heartbeat::MonitorOptions mo;
   mo.key_hex = heartbeat_key_;
   mo.job = o_.job;
   mo.timeout_ms = static_cast<int>(o_.heartbeat_timeout * 1000);
   if (mo.startup_timeout_ms < mo.timeout_ms) mo.startup_timeout_ms = mo.timeout_ms;
-  DLCKPT_ASSIGN_OR_RETURN(heartbeat_, heartbeat::Monitor::Create(mo));
+  DLCKPT_ASSIGN_OR_RETURN(heartbeat_, control::heartbeat::Monitor::Create(mo));
   heartbeat_address_ = o_.heartbeat_address;
   if (heartbeat_address_.empty()) {
     if (o_.hosts.empty()) {
       heartbeat_address_ = "127.0.0.1";
     } else {
-      auto a = heartbeat::LocalAddressToward(o_.hosts[0]);
+      auto a = control::heartbeat::LocalAddressToward(o_.hosts[0]);
       if (!a.ok()) return a.status().Prefixed("heartbeat address (give --heartbeat-address)");
       heartbeat_address_ = *a;
     }
@@ -526,14 +526,14 @@ Status Supervisor::LaunchCodec() {
   codec_pgid_ = codec_pid_;  // Spawn made it a session (and group) leader
   // Wait for the rendezvous, unless the codec job dies first.
   double deadline = Now() + 120;
-  codec::ClientOptions co;
+  control::ClientOptions co;
   co.rendezvous = rendezvous_;
   co.rendezvous_wait_ms = 100;
   co.connect_timeout_ms = 10000;
   co.hello_timeout_ms = 30000;
-  co.role = protocol::Role::kSupervisor;
+  co.role = control::protocol::Role::kSupervisor;
   co.job = o_.job;
-  codec_ = std::make_unique<codec::CodecClient>(std::move(co));
+  codec_ = std::make_unique<control::CodecClient>(std::move(co));
   for (;;) {
     Status r = codec_->Connect();
     if (r.ok()) return Status::OK();
@@ -696,13 +696,13 @@ void Supervisor::TearDownJobs() {
 Status Supervisor::Recover(RecoveryTimes* t, int* exit_code) {
   double t0 = Now();
   DLCKPT_RETURN_IF_ERROR(LaunchCodec());
-  DLCKPT_ASSIGN_OR_RETURN(protocol::SurveyReply survey, codec_->Survey(600000, [this] { return WhileWaiting(); }));
-  recovery::Input in;
+  DLCKPT_ASSIGN_OR_RETURN(auto survey, codec_->Survey(600000, [this] { return WhileWaiting(); }));
+  control::recovery::Input in;
   in.survey = std::move(survey);
   in.dead_nodes = dead_;
   in.placement = placement_;
   in.free_nodes = FreeNodes();
-  auto plan = recovery::Decide(in);
+  auto plan = control::recovery::Decide(in);
   if (!plan.ok()) {
     *exit_code = kExitUnrecoverable;
     return plan.status();
@@ -712,7 +712,7 @@ Status Supervisor::Recover(RecoveryTimes* t, int* exit_code) {
   Log("recovery " + std::to_string(recoveries_started_) + ": " + plan->summary);
   double t1 = Now();
   DLCKPT_RETURN_IF_ERROR(
-      codec_->Recover(recovery::ToRecoverMessage(*plan), -1, [this] { return WhileWaiting(); }).status());
+      codec_->Recover(control::recovery::ToRecoverMessage(*plan), -1, [this] { return WhileWaiting(); }).status());
   t->rebuild = Now() - t1;
   placement_ = plan->placement;
   return Status::OK();

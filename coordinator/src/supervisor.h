@@ -15,10 +15,10 @@
 
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/progress.h"
-#include "dlckpt/codec/client.h"
-#include "dlckpt/codec/heartbeat.h"
-#include "dlckpt/codec/protocol.h"
-#include "dlckpt/codec/recovery.h"
+#include "dlckpt/control/client.h"
+#include "dlckpt/control/heartbeat.h"
+#include "dlckpt/control/protocol.h"
+#include "dlckpt/control/recovery.h"
 #include "launch.h"
 #include "run_options.h"
 
@@ -157,9 +157,9 @@ class Supervisor {
   std::map<int32_t, std::string> placement_;
   uint64_t generation_ = 0;
   pid_t codec_pid_ = -1, app_pid_ = -1;
-  std::unique_ptr<codec::CodecClient> codec_;
+  std::unique_ptr<control::CodecClient> codec_;
   std::unique_ptr<events::Follower> follower_;
-  std::unique_ptr<heartbeat::Monitor> heartbeat_;
+  std::unique_ptr<control::heartbeat::Monitor> heartbeat_;
   std::string heartbeat_key_, heartbeat_address_;
   bool heartbeat_failure_ = false;  // a node went silent: the jobs will not end by themselves
   bool codec_exited_ = false;       // the codec job ended (reaped by Tick)

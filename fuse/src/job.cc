@@ -13,7 +13,7 @@
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
-#include "dlckpt/codec/checkpoint_round.h"
+#include "dlckpt/control/checkpoint_round.h"
 
 namespace dlckpt::fusefs {
 
@@ -26,7 +26,7 @@ std::string Describe(const MountState& m) {
 }
 
 std::string EncodeState(const MountState& m) {
-  protocol::Writer w;
+  control::protocol::Writer w;
   w.Str(m.mount);
   w.Str(m.store);
   w.Str(m.job);
@@ -41,7 +41,7 @@ std::string EncodeState(const MountState& m) {
 }
 
 Result<MountState> DecodeState(const std::string& data) {
-  protocol::Reader r(data, "mount state");
+  control::protocol::Reader r(data, "mount state");
   MountState m;
   int32_t rank = 0, pid = 0;
   uint8_t coordinated = 0;
@@ -90,13 +90,13 @@ Result<CheckpointPlan> PlanCheckpoint(const std::vector<MountState>& mounts, boo
                                      Describe(*it->second) + " and " + Describe(m));
     }
   }
-  std::vector<codec::RoundEpochs> epochs;
+  std::vector<control::RoundEpochs> epochs;
   std::vector<std::string> names;
   for (const auto& m : mounts) {
     epochs.push_back({m.acked, m.pending, m.next});
     names.push_back(Describe(m));
   }
-  auto plan = codec::PlanRound(epochs, names, allow_mismatch);
+  auto plan = control::PlanRound(epochs, names, allow_mismatch);
   if (!plan.ok() && plan.status().message().find("different checkpoints") != std::string::npos) {
     return Status::Error(plan.status().code(), plan.status().message() +
                                                    "; check --mount, or use --allow-mismatch to checkpoint anyway");
@@ -116,12 +116,12 @@ std::string ExpandMountPattern(const std::string& pattern, const std::string& no
 namespace {
 
 // A mount's store, reached through its control files, as the round drives it.
-class MountRoundStore final : public codec::RoundStore {
+class MountRoundStore final : public control::RoundStore {
  public:
   explicit MountRoundStore(MountControl* mount) : mount_(mount) {}
-  Result<codec::RoundEpochs> Prepare() override {
+  Result<control::RoundEpochs> Prepare() override {
     DLCKPT_ASSIGN_OR_RETURN(MountState m, mount_->State());
-    return codec::RoundEpochs{m.acked, m.pending, m.next};
+    return control::RoundEpochs{m.acked, m.pending, m.next};
   }
   Status Commit(uint64_t epoch) override { return mount_->Command("commit", epoch).status(); }
   Status Acknowledge(uint64_t epoch) override { return mount_->Command("ack", epoch).status(); }
@@ -136,10 +136,10 @@ class MountRoundStore final : public codec::RoundStore {
 JobCheckpointer::JobCheckpointer(MPI_Comm comm, JobOptions options) : comm_(comm), o_(std::move(options)) {
   MPI_Comm_rank(comm_, &rank_);
   if (!o_.rendezvous.empty()) {
-    codec::ClientOptions co;
+    control::ClientOptions co;
     co.rendezvous = o_.rendezvous;
     co.rendezvous_wait_ms = o_.rendezvous_timeout_ms;
-    service_ = std::make_unique<codec::CodecClient>(std::move(co));
+    service_ = std::make_unique<control::CodecClient>(std::move(co));
   }
 }
 
@@ -152,7 +152,7 @@ Status JobCheckpointer::EnsureService(const std::vector<MountState>& mounts) {
         "no codec service: give --rendezvous (or set DLCKPT_RENDEZVOUS; dlckpt-run does), or "
         "--no-codec for checkpoints without parity");
   }
-  std::vector<protocol::RankEntry> layout;
+  std::vector<control::protocol::RankEntry> layout;
   for (const auto& m : mounts) layout.push_back({m.rank, m.node, m.store});
   std::sort(layout.begin(), layout.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   service_->SetLayout(std::move(layout));
@@ -183,12 +183,14 @@ Result<uint64_t> JobCheckpointer::Checkpoint(MountControl& mount) {
   DLCKPT_RETURN_IF_ERROR(c.Agree(c.rank() == 0 ? EnsureService(all) : Status::OK(), "checkpoint"));
   // 3-5. The checkpoint round.
   MountRoundStore store(&mount);
-  std::unique_ptr<codec::ClientEncoder> encoder;
-  if (c.rank() == 0 && service_) encoder = std::make_unique<codec::ClientEncoder>(service_.get(), o_.encode_timeout_ms);
-  codec::RoundOptions ro;
+  std::unique_ptr<control::ClientEncoder> encoder;
+  if (c.rank() == 0 && service_) {
+    encoder = std::make_unique<control::ClientEncoder>(service_.get(), o_.encode_timeout_ms);
+  }
+  control::RoundOptions ro;
   ro.allow_mismatch = o_.allow_mismatch;
   ro.log = o_.log;
-  codec::CheckpointRound round(&c, &store, encoder.get(), Describe(*mine), std::move(ro));
+  control::CheckpointRound round(&c, &store, encoder.get(), Describe(*mine), std::move(ro));
   return round.Run();
 }
 

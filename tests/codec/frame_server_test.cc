@@ -12,10 +12,10 @@
 
 #include <gtest/gtest.h>
 
-#include "dlckpt/codec/frame_server.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/frame_server.h"
+#include "dlckpt/control/protocol.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 namespace {
 
 using std::chrono::milliseconds;
@@ -313,4 +313,4 @@ TEST(FrameServerTest, IdleWaitDoesNotSpin) {
 }
 
 }  // namespace
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol

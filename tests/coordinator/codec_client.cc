@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <string>
 
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
-using namespace dlckpt::protocol;  // NOLINT
+using namespace dlckpt::control::protocol;  // NOLINT
 
 namespace {
 

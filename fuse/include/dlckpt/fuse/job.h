@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "dlckpt/fuse/control.h"
-#include "dlckpt/codec/checkpoint_round.h"
-#include "dlckpt/codec/client.h"
+#include "dlckpt/control/checkpoint_round.h"
+#include "dlckpt/control/client.h"
 #include "dlckpt/base/status.h"
 
 namespace dlckpt::fusefs {
@@ -54,7 +54,7 @@ struct JobOptions {
 };
 
 // What one checkpoint does, decided from every mount's state (the round's plan).
-using CheckpointPlan = codec::RoundPlan;
+using CheckpointPlan = control::RoundPlan;
 
 // Checks the job's mounts (see the file comment, step 2) and plans the
 // checkpoint. An epoch P left pending (the coordinator died between commit
@@ -90,7 +90,7 @@ class JobCheckpointer final {
   MPI_Comm comm_;
   JobOptions o_;
   int rank_ = 0;
-  std::unique_ptr<codec::CodecClient> service_;  // null with no_codec
+  std::unique_ptr<control::CodecClient> service_;  // null with no_codec
 };
 
 // `dlckpt-ctl run`: collective over MPI_COMM_WORLD, one process per mount.

@@ -1,4 +1,4 @@
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include "dlckpt/base/crc32c.h"
 #include "dlckpt/base/env.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 
 const char* MsgTypeName(MsgType t) {
   switch (t) {
@@ -755,4 +755,4 @@ Result<Rendezvous> ReadRendezvous(const std::string& path, int timeout_ms) {
   }
 }
 
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol

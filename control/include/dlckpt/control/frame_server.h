@@ -1,4 +1,4 @@
-// dlckpt/codec/frame_server.h — the codec service's side of the protocol's
+// dlckpt/control/frame_server.h — the codec service's side of the protocol's
 // connections: one listener and every client, read without blocking.
 #ifndef DLCKPT_CODEC_FRAME_SERVER_H_
 #define DLCKPT_CODEC_FRAME_SERVER_H_
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "dlckpt/base/status.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 
 // ---- serving many connections -------------------------------------------------
 
@@ -106,6 +106,6 @@ class FrameServer final {
   int64_t accept_paused_until_ms_ = 0;  // after accept(2) failed for lack of descriptors
 };
 
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol
 
 #endif  // DLCKPT_CODEC_FRAME_SERVER_H_

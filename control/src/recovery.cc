@@ -1,9 +1,9 @@
-#include "dlckpt/codec/recovery.h"
+#include "dlckpt/control/recovery.h"
 
 #include <algorithm>
 #include <sstream>
 
-namespace dlckpt::recovery {
+namespace dlckpt::control::recovery {
 
 namespace {
 
@@ -423,4 +423,4 @@ protocol::Recover ToRecoverMessage(const Plan& plan) {
   return protocol::Recover{plan.epoch, plan.generation, plan.rebuilds, plan.lost_nodes};
 }
 
-}  // namespace dlckpt::recovery
+}  // namespace dlckpt::control::recovery

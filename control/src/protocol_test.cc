@@ -1,4 +1,4 @@
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 namespace {
 
 Hello SampleHello() {
@@ -238,4 +238,4 @@ TEST(ProtocolTest, RendezvousFile) {
 }
 
 }  // namespace
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol

@@ -11,9 +11,9 @@
 #include <gtest/gtest.h>
 
 #include "dlckpt/base/env.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 namespace {
 
 // A regression to a blocking open or an unbounded read is killed by SIGALRM
@@ -82,4 +82,4 @@ TEST_F(RendezvousTest, ASymlinkToARegularFileIsRead) {
 }
 
 }  // namespace
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol

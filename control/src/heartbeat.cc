@@ -1,4 +1,4 @@
-#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/control/heartbeat.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -23,7 +23,7 @@
 
 #include "dlckpt/base/env.h"
 
-namespace dlckpt::heartbeat {
+namespace dlckpt::control::heartbeat {
 
 namespace {
 
@@ -705,4 +705,4 @@ Monitor::Stats Monitor::stats() const {
   return s;
 }
 
-}  // namespace dlckpt::heartbeat
+}  // namespace dlckpt::control::heartbeat

@@ -1,8 +1,8 @@
-#include "dlckpt/codec/recovery.h"
+#include "dlckpt/control/recovery.h"
 
 #include <gtest/gtest.h>
 
-namespace dlckpt::recovery {
+namespace dlckpt::control::recovery {
 namespace {
 
 using protocol::MemberRecord;
@@ -439,4 +439,4 @@ TEST_F(RecoveryTest, RankWhoseGroupLostItsParityIsExplained) {
 }
 
 }  // namespace
-}  // namespace dlckpt::recovery
+}  // namespace dlckpt::control::recovery

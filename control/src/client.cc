@@ -1,10 +1,10 @@
-// The codec service's client: see dlckpt/codec/client.h.
-#include "dlckpt/codec/client.h"
+// The codec service's client: see dlckpt/control/client.h.
+#include "dlckpt/control/client.h"
 
 #include <algorithm>
 #include <cerrno>
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 namespace {
 
 bool SameLayout(const std::vector<protocol::RankEntry>& a, const std::vector<protocol::RankEntry>& b) {
@@ -193,4 +193,4 @@ Status CodecClient::Shutdown(int timeout_ms) {
   return d.status();
 }
 
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control

@@ -1,4 +1,4 @@
-// dlckpt/codec/client.h — the one client of the codec service: reads the
+// dlckpt/control/client.h — the one client of the codec service: reads the
 // rendezvous, connects, introduces itself (HELLO with the job's token, its
 // role and, for an application, the layout rank -> node -> store), sends
 // requests and waits for their replies with a timeout, and reconnects after
@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "dlckpt/base/status.h"
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 
 struct ClientOptions {
   std::string rendezvous;  // path of the service's rendezvous file
@@ -110,6 +110,6 @@ class CodecClient final {
   uint64_t awaiting_ = 0;
 };
 
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control
 
 #endif  // DLCKPT_CODEC_CLIENT_H_

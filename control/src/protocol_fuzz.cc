@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace dlckpt::protocol;  // NOLINT
+  using namespace dlckpt::control::protocol;  // NOLINT
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   auto frame = ParseFrame(bytes);
   if (frame.ok()) (void)ValidatePayload(*frame);

@@ -27,9 +27,9 @@
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/node.h"
 #include "dlckpt/base/version.h"
-#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/control/heartbeat.h"
 
-namespace hb = dlckpt::heartbeat;
+namespace hb = dlckpt::control::heartbeat;
 using dlckpt::Env;
 using dlckpt::Result;
 using dlckpt::Status;
@@ -38,7 +38,7 @@ namespace {
 
 const char kUsage[] =
     "Usage: dlckpt-heartbeat COMMAND [OPTIONS]\n"
-    "Node failure detection by authenticated UDP heartbeats (see dlckpt/codec/heartbeat.h).\n"
+    "Node failure detection by authenticated UDP heartbeats (see dlckpt/control/heartbeat.h).\n"
     "\n"
     "  key                       print a new random key (64 hex digits)\n"
     "  send    --job J --generation G [--node N] [--to HOST:PORT] [--key-file F]\n"

@@ -1,4 +1,4 @@
-#include "dlckpt/codec/frame_server.h"
+#include "dlckpt/control/frame_server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -12,7 +12,7 @@
 
 #include "dlckpt/base/env.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 
 namespace {
 
@@ -296,4 +296,4 @@ void FrameServer::Reject(uint64_t id, int code, const std::string& why) {
   if (p != nullptr) Drop(*p, code, why, true);
 }
 
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol

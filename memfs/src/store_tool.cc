@@ -1,4 +1,7 @@
-// dlckpt-store: look into (and, for tests and scripts, fill) memfs stores.
+// dlckpt-store's command line and its first-level commands: look into (and,
+// for tests and scripts, fill) memfs stores (dlckpt/memfs/store_tool.h).
+#include "dlckpt/memfs/store_tool.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,112 +11,32 @@
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
-#include "dlckpt/base/node.h"
-#include "dlckpt/base/progress.h"
-#include "dlckpt/memfs/memfs.h"
-#include "dlckpt/persist/persist.h"
 #include "dlckpt/base/units.h"
-#include "dlckpt/base/version.h"
 
-namespace dlckpt::memfs {
-namespace {
-
-constexpr const char* kUsage = R"(usage: dlckpt-store COMMAND [OPTIONS] [ARGS]
-
-Inspect memfs stores (POSIX shared memory objects /dev/shm/dlckpt.*).
-STORE is a store name such as /dlckpt.JOB.NODE.rRANK (the leading '/' may be
-omitted).
-
-commands:
-  list [PREFIX]           stores on this node (name, job, node, rank, epochs)
-  ls STORE [PREFIX]       files of the newest committed epoch (or --epoch E)
-  cat STORE PATH          write a file's bytes to standard output; committed
-                          bytes are checked against their CRC first (exit 1,
-                          nothing printed, on a mismatch)
-  stat STORE [PATH]       the store's geometry and epochs, or one file's metadata
-  verify STORE            recompute the CRC32C of every file of every committed
-                          epoch; exit 1 on a mismatch
-  rm STORE [PATH]         remove the whole store, or one file of its working set
-  rm --job JOB [--node N] remove every store and parity object of job JOB (on
-                          node N) from this node, printing each name
-
-  drained DIR             epochs drained to a persistence directory (dlckpt-run
-                          --persist DIR: DIR, DIR/<job> or DIR/<job>/epoch.E),
-                          newest first, with their state: complete,
-                          incomplete (a drain that did not finish), corrupt,
-                          or refused (a link, another user's, or writable by
-                          others: never used)
-  verify-drained DIR      read every file of the epoch a restart would use
-                          (the newest complete one that verifies; or --epoch
-                          E) and check its size and CRC32C against the
-                          manifest; says which newer epochs it skipped and
-                          why, and exits 1 if one is corrupt or refused, or
-                          naming the first bad file
-  drain DIR --job J --ranks N
-                          copy every store of job J on this node (--node N,
-                          default $DLCKPT_NODE or the host name) at the epoch
-                          they hold acknowledged (or --epoch E) to
-                          DIR/J/epoch.E, as dlckpt-run --persist does; the
-                          call that completes the N ranks' parts publishes the
-                          MANIFEST (dlckpt-run runs it on every node when it
-                          halts a job; --bandwidth R caps it per node)
-
-ls, cat and stat also check the metadata of every version the store holds;
-a damaged one is reported on standard error and the exit status is 1.
-  create STORE            create an empty store (--capacity, --block-size,
-                          --max-files, --job, --node, --rank, --compress,
-                          --threshold, --chunk-size)
-  put STORE PATH [FILE]   write FILE (default: standard input) as PATH
-  commit STORE            commit the working files as a new epoch and
-                          acknowledge it (--no-ack leaves it pending)
-
-options:
-  --epoch E       the committed epoch to look at (ls, cat, stat), or the
-                  drained one (drained, verify-drained)
-  --capacity N    data capacity for create (default 256M; K/M/G suffixes)
-  --block-size N  block size for create (default 64K)
-  --max-files N   file table size for create (default: one per 32 KiB of
-                  capacity, at least 1024: 8192 for 256M)
-  --compress C    none (default) or lz4: compress file data chunk by chunk
-  --threshold T   lz4: keep a chunk compressed only if it fills at most T of
-                  its raw blocks (default 0.875)
-  --chunk-size N  lz4: bytes per chunk (default 16 blocks)
-  --job J --node N --rank R   identity recorded by create
-  --ranks N       drain: the job's number of ranks
-  --bandwidth R   drain: bytes per second (K/M/G suffixes; default unlimited)
-  --no-ack        commit without acknowledging
-  -h, --help      this help
-)";
-
-struct Args {
-  std::string cmd;
-  std::vector<std::string> pos;
-  uint64_t epoch = 0;
-  StoreOptions create;
-  bool ack = true;
-  uint64_t ranks = 0, bandwidth = 0;  // drain
-};
+namespace dlckpt::memfs::tool {
 
 int Fail(const Status& s) {
   std::fprintf(stderr, "dlckpt-store: %s\n", s.ToString().c_str());
   return 1;
 }
 
+int Usage(const std::string& why) {
+  std::fprintf(stderr, "dlckpt-store: %s\n(try dlckpt-store --help)\n", why.c_str());
+  return 2;
+}
+
+namespace {
+
 // Damage beside what was shown (another version of the store): reported,
 // and the command exits 1 even though it printed what it could.
 int Warn(const Status& s) {
   std::fprintf(stderr, "dlckpt-store: warning: %s\n", s.ToString().c_str());
   return 1;
-}
-
-int Usage(const std::string& why) {
-  std::fprintf(stderr, "dlckpt-store: %s\n(try dlckpt-store --help)\n", why.c_str());
-  return 2;
 }
 
 std::string Normalize(std::string name) { return name.empty() || name[0] == '/' ? name : "/" + name; }
@@ -347,161 +270,9 @@ int CmdCommit(const Args& a) {
   return 0;
 }
 
-// DIR, DIR/<job> or one epoch directory: the job directory and the epoch named.
-Result<std::string> DrainedJobDir(const std::string& dir, uint64_t* epoch) {
-  std::string d = dir;
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  size_t slash = d.rfind('/');
-  std::string base = slash == std::string::npos ? d : d.substr(slash + 1);
-  if (base.rfind("epoch.", 0) == 0 && base.size() > 6) {
-    if (*epoch == 0) *epoch = std::strtoull(base.c_str() + 6, nullptr, 10);
-    return slash == std::string::npos ? std::string(".") : d.substr(0, slash);
-  }
-  return persist::FindJobDir(d, "");
-}
+}  // namespace
 
-int CmdDrained(const Args& a) {
-  if (a.pos.empty()) return Usage("drained needs DIR");
-  uint64_t want = a.epoch;
-  auto job_dir = DrainedJobDir(a.pos[0], &want);
-  if (!job_dir.ok()) return Fail(job_dir.status());
-  auto all = persist::ListEpochs(*job_dir);
-  if (!all.ok()) return Fail(all.status());
-  std::printf("%s\n%-8s %-10s %6s %8s %14s  %s\n", job_dir->c_str(), "epoch", "state", "ranks", "files", "bytes",
-              "note");
-  for (const auto& e : *all) {
-    if (want != 0 && e.epoch != want) continue;
-    std::printf("%-8" PRIu64 " %-10s %6d %8" PRIu64 " %14" PRIu64 "  %s\n", e.epoch, persist::EpochStateName(e.state),
-                e.ranks, e.files, e.bytes, e.problem.c_str());
-  }
-  return 0;
-}
-
-// Without --epoch: the epoch a restart would use (the newest complete one
-// that verifies), saying which newer epochs were skipped and why; exit 1 if
-// the newest epoch is not that one, unless it is only incomplete (a drain in
-// progress). With --epoch: that epoch, exit 1 unless it verifies.
-int CmdVerifyDrained(const Args& a) {
-  if (a.pos.empty()) return Usage("verify-drained needs DIR");
-  uint64_t want = a.epoch;
-  auto job_dir = DrainedJobDir(a.pos[0], &want);
-  if (!job_dir.ok()) return Fail(job_dir.status());
-  auto all = persist::ListEpochs(*job_dir);
-  if (!all.ok()) return Fail(all.status());
-  std::string skipped;  // newer epochs that are damaged, refused or fail verification
-  for (const auto& e : *all) {
-    if (want != 0 && e.epoch != want) continue;
-    const std::string name = "drained epoch " + std::to_string(e.epoch) + " in " + *job_dir;
-    Status s;
-    if (e.state != persist::EpochState::kComplete) {
-      s = Status::Corruption(name + " is " + persist::EpochStateName(e.state) + ": " + e.problem);
-    } else {
-      const bool tty = isatty(STDERR_FILENO) != 0;
-      s = persist::VerifyEpoch(e.dir, [&](uint64_t done, uint64_t total) {
-        if (tty) std::fprintf(stderr, "\rverifying epoch %" PRIu64 ": %" PRIu64 " of %" PRIu64 " bytes", e.epoch,
-                              done, total);
-      });
-      if (tty) std::fputc('\n', stderr);
-    }
-    if (!s.ok()) {
-      if (want != 0) return Fail(s);
-      std::fprintf(stderr, "dlckpt-store: skipped %s\n", s.ToString().c_str());
-      if (e.state != persist::EpochState::kIncomplete) {
-        skipped += (skipped.empty() ? "" : ", ") + std::to_string(e.epoch) + " " +
-                   (e.state == persist::EpochState::kComplete ? "fails verification" : persist::EpochStateName(e.state));
-      }
-      continue;
-    }
-    std::printf("drained epoch %" PRIu64 " in %s: %d rank(s), %" PRIu64 " file(s), %" PRIu64
-                " bytes: every CRC32C matches\n",
-                e.epoch, e.dir.c_str(), e.ranks, e.files, e.bytes);
-    if (!skipped.empty()) {
-      std::fprintf(stderr,
-                   "dlckpt-store: the newest drained epoch is not usable (skipped: %s); a restart would use epoch "
-                   "%" PRIu64 "\n",
-                   skipped.c_str(), e.epoch);
-      return 1;
-    }
-    return 0;
-  }
-  return Fail(Status::NotFound(want != 0 ? "no drained epoch " + std::to_string(want) + " in " + *job_dir
-                                         : "no complete drained epoch that verifies in " + *job_dir +
-                                               (skipped.empty() ? "" : " (skipped: " + skipped + ")")));
-}
-
-// drain DIR --job J --ranks N: this node's stores of job J, each at the
-// epoch all of them hold acknowledged (or --epoch), to DIR/J/epoch.E. An
-// epoch already complete there is left as it is. Exit 1 on the first error.
-int CmdDrain(const Args& a) {
-  if (a.pos.empty()) return Usage("drain needs DIR");
-  if (a.create.job.empty()) return Usage("drain needs --job JOB");
-  if (!ValidJobName(a.create.job)) return Fail(Status::InvalidArgument("drain: invalid job id '" + a.create.job + "'"));
-  if (a.ranks == 0) return Usage("drain needs --ranks N (the job's number of ranks)");
-  const std::string node = a.create.node.empty() ? ThisNode() : a.create.node;
-  auto names = Env::Default()->ListShm(StorePrefix(a.create.job, node));
-  if (!names.ok()) return Fail(names.status());
-  std::vector<std::pair<int, std::unique_ptr<Store>>> views;
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const auto& n : *names) {
-    auto id = ParseStoreName(n);
-    if (!id.ok() || id->job != a.create.job || id->node != node) continue;
-    if (id->rank < 0 || static_cast<uint64_t>(id->rank) >= a.ranks) {
-      return Fail(Status::InvalidArgument("store " + n + " is rank " + std::to_string(id->rank) + " of a job of " +
-                                          std::to_string(a.ranks) + " rank(s)"));
-    }
-    auto v = Store::Attach(n, AttachMode::kReadOnly);
-    if (!v.ok()) return Fail(v.status());
-    lo = std::min(lo, (*v)->epochs().acknowledged);
-    hi = std::max(hi, (*v)->epochs().acknowledged);
-    views.emplace_back(id->rank, std::move(*v));
-  }
-  const std::string where = "job " + a.create.job + " on node " + node;
-  if (views.empty()) return Fail(Status::NotFound("no store of " + where));
-  uint64_t epoch = a.epoch;
-  if (epoch == 0 && lo == 0) return Fail(Status::NotFound("the stores of " + where + " hold no acknowledged epoch"));
-  if (epoch == 0 && lo != hi) {
-    return Fail(Status::Error(EAGAIN, "the stores of " + where + " hold different acknowledged epochs (" +
-                                          std::to_string(lo) + " to " + std::to_string(hi) + "): use --epoch"));
-  }
-  if (epoch == 0) epoch = lo;
-  std::error_code ec;
-  const std::string dir = std::filesystem::absolute(a.pos[0], ec).string();
-  const std::string job_dir = persist::JobDir(ec ? a.pos[0] : dir, a.create.job);
-  auto existing = persist::ListEpochs(job_dir);
-  if (existing.ok()) {
-    for (const auto& e : *existing) {
-      if (e.epoch == epoch && e.state == persist::EpochState::kComplete) {
-        std::printf("epoch %" PRIu64 " of job %s is already drained to %s\n", epoch, a.create.job.c_str(),
-                    e.dir.c_str());
-        return 0;
-      }
-    }
-  }
-  persist::DrainOptions o;
-  o.bandwidth = static_cast<double>(a.bandwidth);
-  Progress progress("dlckpt-store: node " + node + ": draining epoch " + std::to_string(epoch), 0);
-  uint64_t before = 0, files = 0;
-  double seconds = 0;
-  bool published = false;
-  for (auto& [rank, view] : views) {
-    Status s = view->View(epoch);
-    if (!s.ok()) return Fail(s.Prefixed("drain of rank " + std::to_string(rank)));
-    o.progress = [&, base = before](uint64_t done, uint64_t) { progress.Update(base + done); };
-    auto r = persist::DrainRank(*view, job_dir, a.create.job, epoch, rank, static_cast<int>(a.ranks), o);
-    if (!r.ok()) return Fail(r.status());
-    before += r->bytes;
-    files += r->files;
-    seconds += r->seconds;
-    published = published || r->published;
-  }
-  progress.Done(before);
-  std::printf("node %s: epoch %" PRIu64 " of %zu rank(s) drained, %" PRIu64 " file(s), %" PRIu64
-              " bytes in %.2f s%s\n",
-              node.c_str(), epoch, views.size(), files, before, seconds, published ? "; MANIFEST published" : "");
-  return 0;
-}
-
-int Main(int argc, char** argv) {
+int Main(int argc, char** argv, std::string_view usage, std::span<const Command> extra) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -517,7 +288,7 @@ int Main(int argc, char** argv) {
     Status st;
     uint64_t v = 0;
     if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
+      std::fwrite(usage.data(), 1, usage.size(), stdout);
       return 0;
     } else if (arg == "--epoch") {
       st = size_opt("--epoch", &a.epoch);
@@ -588,16 +359,11 @@ int Main(int argc, char** argv) {
   if (a.cmd == "create") return CmdCreate(a);
   if (a.cmd == "put") return CmdPut(a);
   if (a.cmd == "commit") return CmdCommit(a);
-  if (a.cmd == "drained") return CmdDrained(a);
-  if (a.cmd == "verify-drained") return CmdVerifyDrained(a);
-  if (a.cmd == "drain") return CmdDrain(a);
+  for (const Command& c : extra) {
+    if (a.cmd == c.name) return c.run(a);
+  }
   return Usage("unknown command " + a.cmd);
 }
 
-}  // namespace
-}  // namespace dlckpt::memfs
 
-int main(int argc, char** argv) {
-  if (dlckpt_version_requested(argc, argv)) return 0;
-  return dlckpt::memfs::Main(argc, argv);
-}
+}  // namespace dlckpt::memfs::tool

@@ -1,7 +1,7 @@
 // Tests of the heartbeat failure detector: the MAC and the datagram format,
 // then real senders and monitors on loopback (detection time, no false
 // suspicion under load and pauses, bad datagrams, generations, shutdown).
-#include "dlckpt/codec/heartbeat.h"
+#include "dlckpt/control/heartbeat.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -19,7 +19,7 @@
 
 #include "dlckpt/base/env.h"
 
-namespace dlckpt::heartbeat {
+namespace dlckpt::control::heartbeat {
 namespace {
 
 const char kKeyHex[] = "00112233445566778899aabbccddeeff0123456789abcdef0f1e2d3c4b5a6978";
@@ -632,4 +632,4 @@ TEST(Loopback, IPv6) {
 }
 
 }  // namespace
-}  // namespace dlckpt::heartbeat
+}  // namespace dlckpt::control::heartbeat

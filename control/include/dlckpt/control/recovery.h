@@ -1,4 +1,4 @@
-// dlckpt/codec/recovery.h — the recovery decision of dlckpt-run, as a pure function.
+// dlckpt/control/recovery.h — the recovery decision of dlckpt-run, as a pure function.
 //
 // Input: what a survey found on the live nodes (stores with their epochs,
 // parity objects with the group they encode), the nodes known to be dead,
@@ -44,10 +44,10 @@
 #include <string>
 #include <vector>
 
-#include "dlckpt/codec/protocol.h"
+#include "dlckpt/control/protocol.h"
 #include "dlckpt/base/status.h"
 
-namespace dlckpt::recovery {
+namespace dlckpt::control::recovery {
 
 struct Input {
   protocol::SurveyReply survey;           // from the live nodes
@@ -82,6 +82,6 @@ std::string DescribeDegraded(const Plan& plan);
 // The RECOVER message for a plan.
 protocol::Recover ToRecoverMessage(const Plan& plan);
 
-}  // namespace dlckpt::recovery
+}  // namespace dlckpt::control::recovery
 
 #endif  // DLCKPT_CODEC_RECOVERY_H_

@@ -1,4 +1,4 @@
-// dlckpt/codec/protocol.h — the control protocol between the application, the
+// dlckpt/control/protocol.h — the control protocol between the application, the
 // dlckpt-run supervisor and the codec service.
 //
 // Frames: a 16-byte header {magic "DLCK", version, type, payload length,
@@ -32,7 +32,7 @@
 
 #include "dlckpt/base/status.h"
 
-namespace dlckpt::protocol {
+namespace dlckpt::control::protocol {
 
 inline constexpr uint32_t kMagic = 0x4B434C44;  // "DLCK" in little-endian bytes
 inline constexpr uint16_t kVersion = 1;
@@ -323,6 +323,6 @@ Status WriteRendezvous(const std::string& path, const Rendezvous& r);
 // EBADMSG when it is malformed; EACCES when its mode lets others read it.
 Result<Rendezvous> ReadRendezvous(const std::string& path, int timeout_ms);
 
-}  // namespace dlckpt::protocol
+}  // namespace dlckpt::control::protocol
 
 #endif  // DLCKPT_CODEC_PROTOCOL_H_

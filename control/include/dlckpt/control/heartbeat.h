@@ -1,4 +1,4 @@
-// dlckpt/codec/heartbeat.h — node failure detection by heartbeats.
+// dlckpt/control/heartbeat.h — node failure detection by heartbeats.
 //
 // Hydra notices a node whose processes die with its link up (a crash), never a
 // node whose link goes first (a power-off): dlckpt detects both with its own
@@ -56,7 +56,7 @@
 
 #include "dlckpt/base/status.h"
 
-namespace dlckpt::heartbeat {
+namespace dlckpt::control::heartbeat {
 
 inline constexpr int kDefaultPeriodMs = 200;
 inline constexpr int kDefaultTimeoutMs = 1500;
@@ -242,6 +242,6 @@ class Monitor final {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace dlckpt::heartbeat
+}  // namespace dlckpt::control::heartbeat
 
 #endif  // DLCKPT_CODEC_HEARTBEAT_H_

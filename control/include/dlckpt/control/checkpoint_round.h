@@ -1,4 +1,4 @@
-// dlckpt/codec/checkpoint_round.h — one job-wide checkpoint: the local commit
+// dlckpt/control/checkpoint_round.h — one job-wide checkpoint: the local commit
 // on every store, the encode request, the outcome agreed across ranks, and
 // the acknowledgement or abort. The application API (dlckpt_checkpoint) and
 // dlckpt-ctl's job checkpoints of FUSE mounts both run this one round; only
@@ -39,9 +39,9 @@
 
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/status.h"
-#include "dlckpt/codec/client.h"
+#include "dlckpt/control/client.h"
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 
 // One participant's epochs (as memfs::EpochState).
 struct RoundEpochs {
@@ -167,6 +167,6 @@ class CheckpointRound final {
   Status deferred_;  // an asynchronous encode's failure, for Wait
 };
 
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control
 
 #endif  // DLCKPT_CODEC_CHECKPOINT_ROUND_H_

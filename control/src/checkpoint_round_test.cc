@@ -1,7 +1,7 @@
 // Tests of the checkpoint round: every outcome of the rule in
-// dlckpt/codec/checkpoint_round.h, on one MPI process with a fake store and a
+// dlckpt/control/checkpoint_round.h, on one MPI process with a fake store and a
 // fake encoder, and the plan (PlanRound) for several participants.
-#include "dlckpt/codec/checkpoint_round.h"
+#include "dlckpt/control/checkpoint_round.h"
 
 #include <mpi.h>
 
@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 namespace {
 
 // A store as memfs keeps epochs, recording the calls it gets.
@@ -257,7 +257,7 @@ TEST(PlanRound, RefusesDisagreementAndMismatch) {
 }
 
 }  // namespace
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -1,5 +1,5 @@
-// One job-wide checkpoint: see dlckpt/codec/checkpoint_round.h.
-#include "dlckpt/codec/checkpoint_round.h"
+// One job-wide checkpoint: see dlckpt/control/checkpoint_round.h.
+#include "dlckpt/control/checkpoint_round.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,7 +8,7 @@
 
 #include "dlckpt/base/events.h"
 
-namespace dlckpt::codec {
+namespace dlckpt::control {
 
 Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::vector<std::string>& names,
                             bool allow_mismatch) {
@@ -202,4 +202,4 @@ Result<uint64_t> CheckpointRound::Run() {
   return e;
 }
 
-}  // namespace dlckpt::codec
+}  // namespace dlckpt::control

@@ -1,0 +1,188 @@
+// dlckpt-store's second-level commands (store_commands.h).
+#include "store_commands.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dlckpt/base/env.h"
+#include "dlckpt/base/names.h"
+#include "dlckpt/base/node.h"
+#include "dlckpt/base/progress.h"
+#include "dlckpt/memfs/memfs.h"
+#include "dlckpt/persist/persist.h"
+
+namespace dlckpt::persist::tool {
+namespace {
+
+using memfs::AttachMode;
+using memfs::Store;
+using memfs::tool::Args;
+using memfs::tool::Fail;
+using memfs::tool::Usage;
+
+// DIR, DIR/<job> or one epoch directory: the job directory and the epoch named.
+Result<std::string> DrainedJobDir(const std::string& dir, uint64_t* epoch) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  size_t slash = d.rfind('/');
+  std::string base = slash == std::string::npos ? d : d.substr(slash + 1);
+  if (base.rfind("epoch.", 0) == 0 && base.size() > 6) {
+    if (*epoch == 0) *epoch = std::strtoull(base.c_str() + 6, nullptr, 10);
+    return slash == std::string::npos ? std::string(".") : d.substr(0, slash);
+  }
+  return persist::FindJobDir(d, "");
+}
+
+}  // namespace
+
+int CmdDrained(const Args& a) {
+  if (a.pos.empty()) return Usage("drained needs DIR");
+  uint64_t want = a.epoch;
+  auto job_dir = DrainedJobDir(a.pos[0], &want);
+  if (!job_dir.ok()) return Fail(job_dir.status());
+  auto all = persist::ListEpochs(*job_dir);
+  if (!all.ok()) return Fail(all.status());
+  std::printf("%s\n%-8s %-10s %6s %8s %14s  %s\n", job_dir->c_str(), "epoch", "state", "ranks", "files", "bytes",
+              "note");
+  for (const auto& e : *all) {
+    if (want != 0 && e.epoch != want) continue;
+    std::printf("%-8" PRIu64 " %-10s %6d %8" PRIu64 " %14" PRIu64 "  %s\n", e.epoch, persist::EpochStateName(e.state),
+                e.ranks, e.files, e.bytes, e.problem.c_str());
+  }
+  return 0;
+}
+
+// Without --epoch: the epoch a restart would use (the newest complete one
+// that verifies), saying which newer epochs were skipped and why; exit 1 if
+// the newest epoch is not that one, unless it is only incomplete (a drain in
+// progress). With --epoch: that epoch, exit 1 unless it verifies.
+int CmdVerifyDrained(const Args& a) {
+  if (a.pos.empty()) return Usage("verify-drained needs DIR");
+  uint64_t want = a.epoch;
+  auto job_dir = DrainedJobDir(a.pos[0], &want);
+  if (!job_dir.ok()) return Fail(job_dir.status());
+  auto all = persist::ListEpochs(*job_dir);
+  if (!all.ok()) return Fail(all.status());
+  std::string skipped;  // newer epochs that are damaged, refused or fail verification
+  for (const auto& e : *all) {
+    if (want != 0 && e.epoch != want) continue;
+    const std::string name = "drained epoch " + std::to_string(e.epoch) + " in " + *job_dir;
+    Status s;
+    if (e.state != persist::EpochState::kComplete) {
+      s = Status::Corruption(name + " is " + persist::EpochStateName(e.state) + ": " + e.problem);
+    } else {
+      const bool tty = isatty(STDERR_FILENO) != 0;
+      s = persist::VerifyEpoch(e.dir, [&](uint64_t done, uint64_t total) {
+        if (tty) std::fprintf(stderr, "\rverifying epoch %" PRIu64 ": %" PRIu64 " of %" PRIu64 " bytes", e.epoch,
+                              done, total);
+      });
+      if (tty) std::fputc('\n', stderr);
+    }
+    if (!s.ok()) {
+      if (want != 0) return Fail(s);
+      std::fprintf(stderr, "dlckpt-store: skipped %s\n", s.ToString().c_str());
+      if (e.state != persist::EpochState::kIncomplete) {
+        skipped += (skipped.empty() ? "" : ", ") + std::to_string(e.epoch) + " " +
+                   (e.state == persist::EpochState::kComplete ? "fails verification" : persist::EpochStateName(e.state));
+      }
+      continue;
+    }
+    std::printf("drained epoch %" PRIu64 " in %s: %d rank(s), %" PRIu64 " file(s), %" PRIu64
+                " bytes: every CRC32C matches\n",
+                e.epoch, e.dir.c_str(), e.ranks, e.files, e.bytes);
+    if (!skipped.empty()) {
+      std::fprintf(stderr,
+                   "dlckpt-store: the newest drained epoch is not usable (skipped: %s); a restart would use epoch "
+                   "%" PRIu64 "\n",
+                   skipped.c_str(), e.epoch);
+      return 1;
+    }
+    return 0;
+  }
+  return Fail(Status::NotFound(want != 0 ? "no drained epoch " + std::to_string(want) + " in " + *job_dir
+                                         : "no complete drained epoch that verifies in " + *job_dir +
+                                               (skipped.empty() ? "" : " (skipped: " + skipped + ")")));
+}
+
+// drain DIR --job J --ranks N: this node's stores of job J, each at the
+// epoch all of them hold acknowledged (or --epoch), to DIR/J/epoch.E. An
+// epoch already complete there is left as it is. Exit 1 on the first error.
+int CmdDrain(const Args& a) {
+  if (a.pos.empty()) return Usage("drain needs DIR");
+  if (a.create.job.empty()) return Usage("drain needs --job JOB");
+  if (!ValidJobName(a.create.job)) return Fail(Status::InvalidArgument("drain: invalid job id '" + a.create.job + "'"));
+  if (a.ranks == 0) return Usage("drain needs --ranks N (the job's number of ranks)");
+  const std::string node = a.create.node.empty() ? ThisNode() : a.create.node;
+  auto names = Env::Default()->ListShm(StorePrefix(a.create.job, node));
+  if (!names.ok()) return Fail(names.status());
+  std::vector<std::pair<int, std::unique_ptr<Store>>> views;
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const auto& n : *names) {
+    auto id = ParseStoreName(n);
+    if (!id.ok() || id->job != a.create.job || id->node != node) continue;
+    if (id->rank < 0 || static_cast<uint64_t>(id->rank) >= a.ranks) {
+      return Fail(Status::InvalidArgument("store " + n + " is rank " + std::to_string(id->rank) + " of a job of " +
+                                          std::to_string(a.ranks) + " rank(s)"));
+    }
+    auto v = Store::Attach(n, AttachMode::kReadOnly);
+    if (!v.ok()) return Fail(v.status());
+    lo = std::min(lo, (*v)->epochs().acknowledged);
+    hi = std::max(hi, (*v)->epochs().acknowledged);
+    views.emplace_back(id->rank, std::move(*v));
+  }
+  const std::string where = "job " + a.create.job + " on node " + node;
+  if (views.empty()) return Fail(Status::NotFound("no store of " + where));
+  uint64_t epoch = a.epoch;
+  if (epoch == 0 && lo == 0) return Fail(Status::NotFound("the stores of " + where + " hold no acknowledged epoch"));
+  if (epoch == 0 && lo != hi) {
+    return Fail(Status::Error(EAGAIN, "the stores of " + where + " hold different acknowledged epochs (" +
+                                          std::to_string(lo) + " to " + std::to_string(hi) + "): use --epoch"));
+  }
+  if (epoch == 0) epoch = lo;
+  std::error_code ec;
+  const std::string dir = std::filesystem::absolute(a.pos[0], ec).string();
+  const std::string job_dir = persist::JobDir(ec ? a.pos[0] : dir, a.create.job);
+  auto existing = persist::ListEpochs(job_dir);
+  if (existing.ok()) {
+    for (const auto& e : *existing) {
+      if (e.epoch == epoch && e.state == persist::EpochState::kComplete) {
+        std::printf("epoch %" PRIu64 " of job %s is already drained to %s\n", epoch, a.create.job.c_str(),
+                    e.dir.c_str());
+        return 0;
+      }
+    }
+  }
+  persist::DrainOptions o;
+  o.bandwidth = static_cast<double>(a.bandwidth);
+  Progress progress("dlckpt-store: node " + node + ": draining epoch " + std::to_string(epoch), 0);
+  uint64_t before = 0, files = 0;
+  double seconds = 0;
+  bool published = false;
+  for (auto& [rank, view] : views) {
+    Status s = view->View(epoch);
+    if (!s.ok()) return Fail(s.Prefixed("drain of rank " + std::to_string(rank)));
+    o.progress = [&, base = before](uint64_t done, uint64_t) { progress.Update(base + done); };
+    auto r = persist::DrainRank(*view, job_dir, a.create.job, epoch, rank, static_cast<int>(a.ranks), o);
+    if (!r.ok()) return Fail(r.status());
+    before += r->bytes;
+    files += r->files;
+    seconds += r->seconds;
+    published = published || r->published;
+  }
+  progress.Done(before);
+  std::printf("node %s: epoch %" PRIu64 " of %zu rank(s) drained, %" PRIu64 " file(s), %" PRIu64
+              " bytes in %.2f s%s\n",
+              node.c_str(), epoch, views.size(), files, before, seconds, published ? "; MANIFEST published" : "");
+  return 0;
+}
+
+}  // namespace dlckpt::persist::tool

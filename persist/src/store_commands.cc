@@ -44,17 +44,42 @@ Result<std::string> DrainedJobDir(const std::string& dir, uint64_t* epoch) {
 
 }  // namespace
 
-int CmdDrained(const Args& a) {
-  if (a.pos.empty()) return Usage("drained needs DIR");
-  uint64_t want = a.epoch;
-  auto job_dir = DrainedJobDir(a.pos[0], &want);
-  if (!job_dir.ok()) return Fail(job_dir.status());
+// The drained job directory DIR names (DIR itself, DIR/<job>, or an epoch
+// directory, which also sets the epoch wanted) and its epochs. On failure:
+// false, with the exit status in *rc (the usage or the error printed).
+struct Drained {
+  std::string job_dir;
+  uint64_t want = 0;  // 0: every epoch
+  std::vector<persist::DrainedEpoch> epochs;
+};
+bool OpenDrained(const Args& a, const char* command, Drained* d, int* rc) {
+  if (a.pos.empty()) {
+    *rc = Usage(std::string(command) + " needs DIR");
+    return false;
+  }
+  d->want = a.epoch;
+  auto job_dir = DrainedJobDir(a.pos[0], &d->want);
+  if (!job_dir.ok()) {
+    *rc = Fail(job_dir.status());
+    return false;
+  }
   auto all = persist::ListEpochs(*job_dir);
-  if (!all.ok()) return Fail(all.status());
-  std::printf("%s\n%-8s %-10s %6s %8s %14s  %s\n", job_dir->c_str(), "epoch", "state", "ranks", "files", "bytes",
+  if (!all.ok()) {
+    *rc = Fail(all.status());
+    return false;
+  }
+  d->job_dir = std::move(*job_dir);
+  d->epochs = std::move(*all);
+  return true;
+}
+
+int CmdDrained(const Args& a) {
+  Drained d;
+  if (int rc = 0; !OpenDrained(a, "drained", &d, &rc)) return rc;
+  std::printf("%s\n%-8s %-10s %6s %8s %14s  %s\n", d.job_dir.c_str(), "epoch", "state", "ranks", "files", "bytes",
               "note");
-  for (const auto& e : *all) {
-    if (want != 0 && e.epoch != want) continue;
+  for (const auto& e : d.epochs) {
+    if (d.want != 0 && e.epoch != d.want) continue;
     std::printf("%-8" PRIu64 " %-10s %6d %8" PRIu64 " %14" PRIu64 "  %s\n", e.epoch, persist::EpochStateName(e.state),
                 e.ranks, e.files, e.bytes, e.problem.c_str());
   }
@@ -66,16 +91,12 @@ int CmdDrained(const Args& a) {
 // the newest epoch is not that one, unless it is only incomplete (a drain in
 // progress). With --epoch: that epoch, exit 1 unless it verifies.
 int CmdVerifyDrained(const Args& a) {
-  if (a.pos.empty()) return Usage("verify-drained needs DIR");
-  uint64_t want = a.epoch;
-  auto job_dir = DrainedJobDir(a.pos[0], &want);
-  if (!job_dir.ok()) return Fail(job_dir.status());
-  auto all = persist::ListEpochs(*job_dir);
-  if (!all.ok()) return Fail(all.status());
+  Drained d;
+  if (int rc = 0; !OpenDrained(a, "verify-drained", &d, &rc)) return rc;
   std::string skipped;  // newer epochs that are damaged, refused or fail verification
-  for (const auto& e : *all) {
-    if (want != 0 && e.epoch != want) continue;
-    const std::string name = "drained epoch " + std::to_string(e.epoch) + " in " + *job_dir;
+  for (const auto& e : d.epochs) {
+    if (d.want != 0 && e.epoch != d.want) continue;
+    const std::string name = "drained epoch " + std::to_string(e.epoch) + " in " + d.job_dir;
     Status s;
     if (e.state != persist::EpochState::kComplete) {
       s = Status::Corruption(name + " is " + persist::EpochStateName(e.state) + ": " + e.problem);
@@ -88,7 +109,7 @@ int CmdVerifyDrained(const Args& a) {
       if (tty) std::fputc('\n', stderr);
     }
     if (!s.ok()) {
-      if (want != 0) return Fail(s);
+      if (d.want != 0) return Fail(s);
       std::fprintf(stderr, "dlckpt-store: skipped %s\n", s.ToString().c_str());
       if (e.state != persist::EpochState::kIncomplete) {
         skipped += (skipped.empty() ? "" : ", ") + std::to_string(e.epoch) + " " +
@@ -108,8 +129,8 @@ int CmdVerifyDrained(const Args& a) {
     }
     return 0;
   }
-  return Fail(Status::NotFound(want != 0 ? "no drained epoch " + std::to_string(want) + " in " + *job_dir
-                                         : "no complete drained epoch that verifies in " + *job_dir +
+  return Fail(Status::NotFound(d.want != 0 ? "no drained epoch " + std::to_string(d.want) + " in " + d.job_dir
+                                         : "no complete drained epoch that verifies in " + d.job_dir +
                                                (skipped.empty() ? "" : " (skipped: " + skipped + ")")));
 }
 

@@ -46,7 +46,11 @@ int main(int argc, char** argv) {
     if (!f) die(rank, "open checkpoint after restart");
     int r = -1, it = -1;
     size_t w = 0;
-    if (fscanf(f, "ckpt_app rank %d iter %d words %zu\n", &r, &it, &w) != 3 || r != rank || w != words) {
+    /* The header line alone: fscanf's "\n" would also eat the data's leading
+     * bytes that happen to be whitespace. */
+    char header[128];
+    if (!fgets(header, sizeof header, f) ||
+        sscanf(header, "ckpt_app rank %d iter %d words %zu", &r, &it, &w) != 3 || r != rank || w != words) {
       fprintf(stderr, "ckpt_app rank %d: bad checkpoint header in %s\n", rank, path);
       MPI_Abort(MPI_COMM_WORLD, 2);
     }

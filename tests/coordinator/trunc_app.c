@@ -54,7 +54,11 @@ int main(int argc, char** argv) {
     if (!f) die(rank, "open checkpoint after restart");
     int r = -1, it = -1;
     size_t words = 0;
-    if (fscanf(f, "trunc_app rank %d iter %d words %zu\n", &r, &it, &words) != 3 || r != rank ||
+    /* The header line alone: fscanf's "\n" would also eat the data's leading
+     * bytes that happen to be whitespace. */
+    char header[128];
+    if (!fgets(header, sizeof header, f) ||
+        sscanf(header, "trunc_app rank %d iter %d words %zu", &r, &it, &words) != 3 || r != rank ||
         words > max_words) {
       fprintf(stderr, "trunc_app rank %d: bad checkpoint header in %s\n", rank, path);
       sleep_ms(300);

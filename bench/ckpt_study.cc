@@ -152,17 +152,17 @@ class EncodeClock {
     const char* p = std::getenv("DLCKPT_EVENTS");
     if (p != nullptr && *p != '\0') follower_.emplace(p);
   }
-  // The newest epoch whose "codec encode-end E" has been written, and the
-  // seconds since its "encode-begin E". False when there is none (no event
+  // The newest epoch whose events::EncodeEnd has been written, and the
+  // seconds since its events::EncodeBegin. False when there is none (no event
   // file: no codec). The codec writes encode-end before it answers the
   // application, so the line is there when dlckpt_checkpoint returns.
   bool Latest(uint64_t* epoch, double* seconds) {
     if (!follower_) return false;
     for (const auto& e : follower_->Poll()) {
-      if (e.source != "codec" || e.args.empty()) continue;
-      uint64_t ep = std::strtoull(e.args[0].c_str(), nullptr, 10);
-      if (e.name == "encode-begin") begin_[ep] = e.ns;
-      if (e.name == "encode-end" && begin_.count(ep)) done_[ep] = static_cast<double>(e.ns - begin_[ep]) / 1e9;
+      if (e.kind == dlckpt::events::Kind::kEncodeBegin) begin_[e.epoch] = e.ns;
+      if (e.kind == dlckpt::events::Kind::kEncodeEnd && begin_.count(e.epoch)) {
+        done_[e.epoch] = static_cast<double>(e.ns - begin_[e.epoch]) / 1e9;
+      }
     }
     if (done_.empty()) return false;
     *epoch = done_.rbegin()->first;

@@ -47,7 +47,7 @@ double Now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-ReduceTransport::ProgressFn ProgressEvents(std::string event) {
+ReduceTransport::ProgressFn ProgressEvents(events::Event event) {
   const char* a = std::getenv("DLCKPT_PROGRESS_AFTER");
   const double after = a != nullptr && *a != '\0' ? std::strtod(a, nullptr) : 2.0;
   const double start = Now();
@@ -56,9 +56,10 @@ ReduceTransport::ProgressFn ProgressEvents(std::string event) {
     const double now = Now();
     if (now - start < after || (last >= 0 && now - last < 1.0)) return;
     last = now;
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.3f", now - start);
-    events::Emit("codec", event + " " + std::to_string(done) + " " + std::to_string(total) + " " + secs);
+    event.done = done;
+    event.total = total;
+    event.seconds = now - start;
+    events::Emit(event);
   };
 }
 
@@ -228,7 +229,7 @@ Status Service::Hello(const protocol::Hello& h) {
   }
   if (rank_ == 0 && !protection_.empty()) {
     Log(protection_);
-    events::Emit("codec", "protection " + protection_);
+    events::Emit(events::Protection(protection_));
   }
   for (const auto& ni : infos) {
     if (ni.codec_rank == rank_) my_app_ranks_.assign(ni.app_ranks.begin(), ni.app_ranks.end());
@@ -503,7 +504,7 @@ Status Service::Serve() {
     }
   }
   DLCKPT_RETURN_IF_ERROR(Listen());
-  events::Emit("codec", "ready " + std::to_string(cfg_.generation));
+  events::Emit(events::Ready(cfg_.generation));
   // No connection can delay another: the server hands out only complete
   // frames and blocks in poll(2) between them.
   while (!stop_) {

@@ -39,17 +39,17 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   double t0 = Now();
   protocol::Done done;
   done.epoch = epoch;
-  if (rank_ == 0) events::Emit("codec", "encode-begin " + std::to_string(epoch));
+  if (rank_ == 0) events::Emit(events::EncodeBegin(epoch));
   if (double hold = EncodeHold(epoch); hold > 0) Sleep(hold);
   // Rank 0 (data node 0, in group 0) reports a long encode.
-  if (rank_ == 0 && group_transport_) group_transport_->set_progress(internal::ProgressEvents("encode-progress " + std::to_string(epoch)));
+  if (rank_ == 0 && group_transport_) group_transport_->set_progress(internal::ProgressEvents(events::EncodeProgress(epoch, 0, 0, 0)));
   auto finish = [&](const Status& s) {
     if (rank_ == 0 && group_transport_) group_transport_->set_progress(nullptr);
     done.code = s.code();
     done.message = s.ok() ? "" : s.message();
     done.seconds = Now() - t0;
     if (rank_ == 0) {
-      events::Emit("codec", "encode-end " + std::to_string(epoch) + " " + std::to_string(s.code()));
+      events::Emit(events::EncodeEnd(epoch, s.code()));
     }
     return done;
   };
@@ -95,7 +95,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
 
   const internal::DeltaMode delta_mode = internal::DeltaModeFromEnv();
   if (rank_ == 0) {
-    // Which groups update their parity from deltas ("encode-delta E groups/all packed/length").
+    // Which groups update their parity from deltas (events::EncodeDelta).
     int use = 0;
     uint64_t packed = 0, length = 0;
     for (const Group& g : layout_.groups) {
@@ -105,9 +105,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       packed += p.use ? RangeBytes(p.ranges) : p.length;
       length += p.length;
     }
-    events::Emit("codec", "encode-delta " + std::to_string(epoch) + " " + std::to_string(use) + "/" +
-                              std::to_string(layout_.groups.size()) + " " + std::to_string(packed) + "/" +
-                              std::to_string(length));
+    events::Emit(events::EncodeDelta(epoch, static_cast<uint32_t>(use), static_cast<uint32_t>(layout_.groups.size()), packed, length));
   }
   Status run_status;
   if (role_.kind != RoleKind::kStandby) {

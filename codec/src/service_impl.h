@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "codec_service.h"
+#include "dlckpt/base/events.h"
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/codec/delta_transport.h"
 #include "dlckpt/codec/groups.h"
@@ -56,11 +57,12 @@ double Now();
 // (ECANCELED from ReduceTransport::Run), so that the agreed error is the
 // failing rank's, not "rank R failed its part".
 inline Status OwnError(const Status& s) { return s.code() == ECANCELED ? Status::OK() : s; }
-// Progress of a long encode or rebuild as events "<event> DONE TOTAL SECONDS"
-// (bytes of the padded length, seconds since it began; dlckpt-run shows them): nothing for the first
-// $DLCKPT_PROGRESS_AFTER seconds (default 2), then at most one a second.
-// `event` is e.g. "encode-progress 7" or "rebuild-progress 7 vn4".
-ReduceTransport::ProgressFn ProgressEvents(std::string event);
+// Progress of a long encode or rebuild as copies of `event` (an
+// events::EncodeProgress or RebuildProgress) with done and total (bytes of
+// the padded length) and the seconds since it began; dlckpt-run shows them.
+// Nothing for the first $DLCKPT_PROGRESS_AFTER seconds (default 2), then at
+// most one a second.
+ReduceTransport::ProgressFn ProgressEvents(events::Event event);
 // `v` with three decimals.
 std::string Fixed(double v);
 // The rank of store `name` when it is a store of (job, node), else -1.
@@ -165,7 +167,7 @@ class Service {
   // Until FinishWarmup the thread alone touches parity_ and warmup_.
   void StartWarmup(uint64_t slot_bytes);
   // Joins the warm-up, if any, and adopts the stores it attached; logs a
-  // failure, emits "warmup NODE SECONDS WAITED". Every command calls it first.
+  // failure, emits events::Warmup. Every command calls it first.
   void FinishWarmup();
   // ---- incremental encode (service_delta.cc) ----
   // This node's DeltaInfo for encoding `epoch` over the parity of `keep`;

@@ -57,12 +57,12 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
   protocol::Done done;
   done.epoch = req.epoch;
   const uint64_t e = req.epoch;
-  if (rank_ == 0) events::Emit("codec", "recover-begin " + std::to_string(e));
+  if (rank_ == 0) events::Emit(events::RecoverBegin(e));
   auto finish = [&](const Status& s) {
     done.code = s.code();
     done.message = s.ok() ? "" : s.message();
     done.seconds = Now() - t0;
-    if (rank_ == 0) events::Emit("codec", "recover-end " + std::to_string(e) + " " + std::to_string(s.code()));
+    if (rank_ == 0) events::Emit(events::RecoverEnd(e, s.code()));
     return done;
   };
   stores_.clear();
@@ -124,7 +124,7 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
   if (e == 0) parity_.RemoveAll();
   all = c_->Agree(mine, "recover");
   if (!all.ok()) return finish(all);
-  if (rank_ == 0) events::Emit("codec", "rebuild-begin " + std::to_string(e));
+  if (rank_ == 0) events::Emit(events::RebuildBegin(e));
   if (double hold = Hold("DLCKPT_CODEC_HOLD_REBUILD"); hold > 0) Sleep(hold);
 
   // 2. Rebuild, one group at a time, over all codec processes.
@@ -242,7 +242,7 @@ protocol::Done Service::Recover(const protocol::Recover& req) {
     });
     // Each node that rebuilds reports a long rebuild.
     if (!outs.empty()) {
-      world_transport_->set_progress(internal::ProgressEvents("rebuild-progress " + std::to_string(e) + " " + cfg_.node));
+      world_transport_->set_progress(internal::ProgressEvents(events::RebuildProgress(e, cfg_.node, 0, 0, 0)));
     }
     auto stats = world_transport_->Run(*spec, input, outs.empty() ? nullptr : &sink);
     world_transport_->set_progress(nullptr);

@@ -115,8 +115,7 @@ void Service::FinishWarmup() {
   warmup_.stores.clear();
   const std::string what = std::string(role_.kind == RoleKind::kSpare ? "parity slots" : "stores") + " " +
                            Fixed(warmup_.done - warmup_.began) + " s, waited " + Fixed(Now() - t) + " s";
-  events::Emit("codec", "warmup " + cfg_.node + " " + Fixed(warmup_.done - warmup_.began) + " " +
-                            Fixed(Now() - t));
+  events::Emit(events::Warmup(cfg_.node, warmup_.done - warmup_.began, Now() - t));
   if (!warmup_.status.ok()) {
     Log("warm-up: " + warmup_.status.ToString() + " (the encode does it when needed)");
   } else if (getenv("DLCKPT_CODEC_TRACE")) {

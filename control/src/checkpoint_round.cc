@@ -117,7 +117,7 @@ Status CheckpointRound::Complete() {
     Status d = c_->Agree(store_->Abort(e), "dropping epoch " + es);
     if (!d.ok()) outcome = Status::Error(outcome.code(), outcome.message() + "; then " + d.message());
   }
-  if (c_->rank() == 0) events::Emit(o_.event_source, "ckpt-end " + es + " " + std::to_string(outcome.code()));
+  if (c_->rank() == 0) events::Emit(events::CkptEnd(e, outcome.code()));
   return outcome;
 }
 
@@ -135,14 +135,13 @@ Result<uint64_t> CheckpointRound::Run() {
   // Back-pressure: the previous epoch's encode must end before the next.
   last_wait_s_ = 0;
   if (in_flight_ != 0) {
-    const std::string prev = std::to_string(in_flight_);
+    const uint64_t prev_epoch = in_flight_;
+    const std::string prev = std::to_string(prev_epoch);
     const auto t0 = std::chrono::steady_clock::now();
     Status s = Complete();
     last_wait_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (me == 0) {
-      char w[32];
-      std::snprintf(w, sizeof w, "%.6f", last_wait_s_);
-      events::Emit(o_.event_source, "ckpt-wait " + prev + " " + w);
+      events::Emit(events::CkptWait(prev_epoch, last_wait_s_));
       if (!s.ok() && o_.log) o_.log("the encode of epoch " + prev + " did not protect it: " + s.message());
     }
     if (!s.ok() && deferred_.ok()) deferred_ = s;
@@ -183,17 +182,17 @@ Result<uint64_t> CheckpointRound::Run() {
   // 1. Commit.
   const uint64_t e = plan.epoch;
   const std::string es = std::to_string(e);
-  if (me == 0) events::Emit(o_.event_source, "ckpt-begin " + es);
+  if (me == 0) events::Emit(events::CkptBegin(e));
   Status committed = store_->Commit(e);
   Status outcome = c_->Agree(committed, "commit of epoch " + es);
-  if (me == 0) events::Emit(o_.event_source, "ckpt-commit " + es + " " + std::to_string(outcome.code()));
+  if (me == 0) events::Emit(events::CkptCommit(e, outcome.code()));
   // 2. Start the encode; then collect it (now, or in the next round).
   if (outcome.ok()) outcome = AgreeStart(e, std::max(acked, plan.finish), "checkpoint of epoch " + es);
   if (!outcome.ok()) {
     Status dropped = committed.ok() ? store_->Abort(e) : Status::OK();
     Status d = c_->Agree(dropped, "dropping epoch " + es);
     if (!d.ok()) outcome = Status::Error(outcome.code(), outcome.message() + "; then " + d.message());
-    if (me == 0) events::Emit(o_.event_source, "ckpt-end " + es + " " + std::to_string(outcome.code()));
+    if (me == 0) events::Emit(events::CkptEnd(e, outcome.code()));
     return outcome;
   }
   in_flight_ = e;

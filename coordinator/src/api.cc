@@ -54,8 +54,7 @@ State& S() {
 std::atomic<uint64_t> g_next_epoch{1};
 std::atomic<int> g_rank{0};
 void OnFirstWrite() {
-  events::Emit("app", "write-begin " + std::to_string(g_next_epoch.load()) + " rank " +
-                          std::to_string(g_rank.load()));
+  events::Emit(events::WriteBegin(g_next_epoch.load(), g_rank.load()));
 }
 
 int EnvInt(const char* name, int dflt) {
@@ -91,8 +90,7 @@ class ProcessRoundStore final : public control::RoundStore {
   Status Commit(uint64_t epoch) override {
     Status s = store_->Commit(epoch).status();
     if (!s.ok()) {
-      events::Emit("app", "ckpt-refused " + std::to_string(epoch) + " " + std::to_string(g_rank.load()) + " " +
-                              s.ToString());
+      events::Emit(events::CkptRefused(epoch, g_rank.load(), s.ToString()));
     }
     return s;
   }
@@ -220,7 +218,7 @@ Status Init(MPI_Comm comm) {
   g_rank = c.rank();
   g_next_epoch = static_cast<uint64_t>(st.restarted_epoch) + 1;
   if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
-  if (c.rank() == 0) events::Emit("app", "init " + std::to_string(st.restarted_epoch));
+  if (c.rank() == 0) events::Emit(events::Init(st.restarted_epoch));
   return Status::OK();
 }
 

@@ -137,12 +137,11 @@ void Drainer::OnProtected(uint64_t epoch) {
     }
     if (due == 0) return;
     if (!s.ok()) {
-      events::Emit("app", "drain-end " + std::to_string(due) + " rank " + std::to_string(rank_) + " " +
-                              std::to_string(s.code()) + " 0 0");
+      events::Emit(events::DrainEnd(due, rank_, s.code(), 0, 0, false));
       Warn(due, "not started, the run goes on protected by parity: " + s.ToString());
       return;
     }
-    events::Emit("app", "drain-skip " + std::to_string(due) + " rank " + std::to_string(rank_));
+    events::Emit(events::DrainSkip(due, rank_));
     if (rank_ == 0) {
       std::fprintf(stderr, "dlckpt: drain of epoch %llu skipped: %s\n", static_cast<unsigned long long>(due),
                    busy ? "the drain of an earlier epoch still runs"
@@ -155,7 +154,7 @@ void Drainer::OnProtected(uint64_t epoch) {
 }
 
 void Drainer::Run(std::unique_ptr<memfs::Store> view, uint64_t epoch) {
-  events::Emit("app", "drain-begin " + std::to_string(epoch) + " rank " + std::to_string(rank_));
+  events::Emit(events::DrainBegin(epoch, rank_));
   persist::DrainOptions o;
   o.bandwidth = bandwidth_;
   // DLCKPT_DRAIN_HOLD=E:S (dlckpt-run --at drain:E): hold that drain S seconds
@@ -187,9 +186,8 @@ void Drainer::Run(std::unique_ptr<memfs::Store> view, uint64_t epoch) {
       std::fprintf(stderr, "dlckpt: pruning %s: %s\n", job_dir_.c_str(), pruned.status().ToString().c_str());
     }
   }
-  events::Emit("app", "drain-end " + std::to_string(epoch) + " rank " + std::to_string(rank_) + " " +
-                          std::to_string(s.code()) + " " + std::to_string(s.ok() ? r->bytes : 0) + " " +
-                          std::to_string(s.ok() ? r->seconds : 0.0) + (s.ok() && r->published ? " published" : ""));
+  events::Emit(events::DrainEnd(epoch, rank_, s.code(), s.ok() ? r->bytes : 0, s.ok() ? r->seconds : 0.0,
+                                s.ok() && r->published));
   if (!s.ok()) Warn(epoch, "to " + job_dir_ + " failed, the run goes on protected by parity: " + s.ToString());
   {
     std::lock_guard<std::mutex> lock(mu_);

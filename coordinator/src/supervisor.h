@@ -119,6 +119,7 @@ class Supervisor {
   // The persistence environment of the application's ranks.
   void AddPersistEnv(JobSpec* job) const;
   void HandleDrainEvent(const events::Event& e);
+  void FinishProgress(const std::string& prefix, bool ok);
   // The newest complete drained epoch of `job_dir` whose every file verifies
   // and that has the job's rank count; logs each one skipped and why.
   Result<std::string> ChooseDrainedEpoch(const std::string& job_dir);
@@ -192,8 +193,9 @@ class Supervisor {
   std::set<uint64_t> drained_;       // epochs published as complete drains
   int drains_skipped_ = 0, drains_failed_ = 0;
   std::string halt_note_;            // what HaltDrain achieved, for the summary
-  // Long encodes and rebuilds the codec reports ("encode-progress E", "rebuild-progress E NODE").
-  // Per key: the total, and the reporter (its clock: progress_seconds_, the
+  // Long encodes and rebuilds the codec reports (kEncodeProgress,
+  // kRebuildProgress), keyed "<kind name> EPOCH NODE" (no node for an
+  // encode). Per key: the total, and the reporter (its clock: progress_seconds_, the
   // codec's elapsed time in the newest such event).
   std::map<std::string, std::pair<uint64_t, std::unique_ptr<Progress>>> progress_;
   double progress_seconds_ = 0;

@@ -22,96 +22,106 @@ void Supervisor::ScheduleKill(size_t spec, double at) {
 }
 
 void Supervisor::HandleEvent(const events::Event& e) {
-  if (o_.verbose) {
-    Log("event: " + e.source + " " + e.name + (e.args.empty() ? "" : " " + Join(e.args, " ")));
-  }
-  uint64_t epoch = e.args.empty() ? 0 : std::strtoull(e.args[0].c_str(), nullptr, 10);
+  using events::Kind;
+  if (o_.verbose) Log("event: " + events::Format(e));
   HandleDrainEvent(e);
-  // Progress of a long encode or rebuild (the codec reports it after 2 s).
-  // "encode-progress E DONE TOTAL SECONDS", "rebuild-progress E NODE DONE TOTAL SECONDS".
-  if (e.source == "codec" && (e.name == "encode-progress" || e.name == "rebuild-progress") && e.args.size() >= 4) {
-    const bool rebuild = e.name == "rebuild-progress" && e.args.size() >= 5;
-    const std::string key = e.name + " " + e.args[0] + (rebuild ? " " + e.args[1] : "");
-    const size_t n = e.args.size();
-    const uint64_t done = std::strtoull(e.args[n - 3].c_str(), nullptr, 10);
-    const uint64_t total = std::strtoull(e.args[n - 2].c_str(), nullptr, 10);
-    progress_seconds_ = std::strtod(e.args[n - 1].c_str(), nullptr);
-    auto& p = progress_[key].second;
-    progress_[key].first = total;
-    if (!p) {
-      const std::string what = rebuild ? "dlckpt-run: rebuild of epoch " + e.args[0] + " on " + e.args[1]
-                                       : "dlckpt-run: encode of epoch " + e.args[0];
-      // The codec's own clock, so that the rate is its rate.
-      p = std::make_unique<Progress>(what, total, stderr,
-                                     Progress::Options{0.0, 2.0, -1, [this] { return progress_seconds_; }});
-    }
-    p->Update(done);
-  }
-  // The end: a last line with the total when it succeeded.
-  auto finish = [&](const std::string& prefix) {
-    const bool ok = e.args.size() >= 2 && e.args[1] == "0";
-    for (auto it = progress_.begin(); it != progress_.end();) {
-      if (it->first.rfind(prefix, 0) != 0) {
-        ++it;
-        continue;
+  switch (e.kind) {
+    case Kind::kEncodeProgress:
+    case Kind::kRebuildProgress: {
+      // Progress of a long encode or rebuild (the codec reports it after 2 s).
+      const bool rebuild = e.kind == Kind::kRebuildProgress;
+      const std::string key = std::string(events::KindName(e.kind)) + " " + std::to_string(e.epoch) + " " + e.node;
+      progress_seconds_ = e.seconds;
+      auto& p = progress_[key].second;
+      progress_[key].first = e.total;
+      if (!p) {
+        const std::string what = rebuild ? "dlckpt-run: rebuild of epoch " + std::to_string(e.epoch) + " on " + e.node
+                                         : "dlckpt-run: encode of epoch " + std::to_string(e.epoch);
+        // The codec's own clock, so that the rate is its rate.
+        p = std::make_unique<Progress>(what, e.total, stderr,
+                                       Progress::Options{0.0, 2.0, -1, [this] { return progress_seconds_; }});
       }
-      if (ok) it->second.second->Done(it->second.first);
-      it = progress_.erase(it);
+      p->Update(e.done);
+      break;
     }
-  };
-  if (e.source == "codec" && e.name == "encode-end" && !e.args.empty()) finish("encode-progress " + e.args[0]);
-  if (e.source == "codec" && e.name == "recover-end") finish("rebuild-progress");
-  if (e.source == "app" && e.name == "init") {
-    restore_dir_.clear();  // later relaunches resume from the stores
-    app_initialised_ = true;
-    app_init_time_ = static_cast<double>(e.ns) / 1e9;
-  }
-  if (e.source == "codec" && e.name == "protection") {
-    Log("warning: codec protection " + Join(e.args, " "));
-  }
-  if (e.source == "app" && e.name == "ckpt-commit" && e.args.size() >= 2 && e.args[1] == "0") ++committed_;
-  // A round whose commit failed (rank 0 reports each round once), and why:
-  // "ckpt-refused E R <message>" from each rank whose store refused.
-  if (e.source == "app" && e.name == "ckpt-commit" && e.args.size() >= 2 && e.args[1] != "0") refused_.push_back(epoch);
-  if (e.source == "app" && e.name == "ckpt-refused" && e.args.size() >= 3) {
-    if (refused_why_.empty()) {
-      refused_why_ = "rank " + e.args[1] + ": " + Join(std::vector<std::string>(e.args.begin() + 2, e.args.end()), " ");
-    }
-  }
-  if (e.source == "app" && e.name == "ckpt-wait" && e.args.size() >= 2) {
-    backpressure_s_ += std::strtod(e.args[1].c_str(), nullptr);
-  }
-  if (e.source == "app" && e.name == "ckpt-end" && e.args.size() >= 2 && e.args[1] == "0") {
-    ++checkpoints_;
-    last_epoch_ = epoch;
+    case Kind::kEncodeEnd:
+      FinishProgress(std::string(events::KindName(Kind::kEncodeProgress)) + " " + std::to_string(e.epoch) + " ",
+                     e.ok());
+      break;
+    case Kind::kRecoverEnd:
+      FinishProgress(std::string(events::KindName(Kind::kRebuildProgress)) + " ", e.ok());
+      break;
+    case Kind::kInit:
+      restore_dir_.clear();  // later relaunches resume from the stores
+      app_initialised_ = true;
+      app_init_time_ = static_cast<double>(e.ns) / 1e9;
+      break;
+    case Kind::kProtection:
+      Log("warning: codec protection " + e.text);
+      break;
+    case Kind::kCkptCommit:
+      // A round whose commit failed (rank 0 reports each round once), and
+      // why: a kCkptRefused from each rank whose store refused.
+      if (e.ok()) {
+        ++committed_;
+      } else {
+        refused_.push_back(e.epoch);
+      }
+      break;
+    case Kind::kCkptRefused:
+      if (refused_why_.empty()) refused_why_ = "rank " + std::to_string(e.rank) + ": " + e.text;
+      break;
+    case Kind::kCkptWait:
+      backpressure_s_ += e.seconds;
+      break;
+    case Kind::kCkptEnd:
+      if (e.ok()) {
+        ++checkpoints_;
+        last_epoch_ = e.epoch;
+      }
+      break;
+    default:
+      break;
   }
   for (size_t i = 0; i < o_.kills.size(); ++i) {
     const KillTrigger& t = o_.kills[i].at;
     bool fire = false;
     switch (t.kind) {
       case KillTrigger::kCheckpoint:
-        fire = e.source == "app" && e.name == "ckpt-end" && epoch == t.epoch;
+        fire = e.kind == Kind::kCkptEnd && e.epoch == t.epoch;
         break;
       case KillTrigger::kDrain:
-        fire = e.source == "app" && e.name == "drain-begin" && epoch == t.epoch;
+        fire = e.kind == Kind::kDrainBegin && e.epoch == t.epoch;
         break;
       case KillTrigger::kCommit:
-        fire = e.source == "app" && e.name == "ckpt-commit" && epoch == t.epoch;
+        fire = e.kind == Kind::kCkptCommit && e.epoch == t.epoch;
         break;
       case KillTrigger::kEncode:
-        fire = e.source == "codec" && e.name == "encode-begin" && (t.epoch == 0 || epoch == t.epoch);
+        fire = e.kind == Kind::kEncodeBegin && (t.epoch == 0 || e.epoch == t.epoch);
         break;
       case KillTrigger::kWrite:
-        fire = e.source == "app" && e.name == "write-begin" && (t.epoch == 0 || epoch == t.epoch);
+        fire = e.kind == Kind::kWriteBegin && (t.epoch == 0 || e.epoch == t.epoch);
         break;
       case KillTrigger::kRecover:
-        fire = e.source == "codec" && e.name == "rebuild-begin" && in_recovery_ &&
-               recoveries_started_ == t.occurrence;
+        fire = e.kind == Kind::kRebuildBegin && in_recovery_ && recoveries_started_ == t.occurrence;
         break;
       case KillTrigger::kTime:
         break;
     }
     if (fire) ScheduleKill(i, Now() + t.delay);
+  }
+}
+
+// The end of an encode or a rebuild: the reporters whose key starts with
+// `prefix` end, with a last line with the total when it succeeded.
+void Supervisor::FinishProgress(const std::string& prefix, bool ok) {
+  for (auto it = progress_.begin(); it != progress_.end();) {
+    if (it->first.rfind(prefix, 0) != 0) {
+      ++it;
+      continue;
+    }
+    if (ok) it->second.second->Done(it->second.first);
+    it = progress_.erase(it);
   }
 }
 

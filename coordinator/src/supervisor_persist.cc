@@ -52,18 +52,15 @@ void Supervisor::AddPersistEnv(JobSpec* job) const {
   }
 }
 
-// drain-end E rank R CODE BYTES SECONDS [published]; drain-skip E rank R.
 void Supervisor::HandleDrainEvent(const events::Event& e) {
-  if (e.source != "app" || e.args.empty()) return;
-  uint64_t epoch = std::strtoull(e.args[0].c_str(), nullptr, 10);
-  if (e.name == "drain-skip" && e.args.size() >= 3 && e.args[2] == "0") {
+  if (e.kind == events::Kind::kDrainSkip && e.rank == 0) {
     ++drains_skipped_;
-  } else if (e.name == "drain-end" && e.args.size() >= 4) {
-    if (e.args[3] != "0") {
+  } else if (e.kind == events::Kind::kDrainEnd) {
+    if (!e.ok()) {
       ++drains_failed_;
-    } else if (e.args.size() >= 7 && e.args[6] == "published" && drained_.insert(epoch).second) {
-      Log("epoch " + std::to_string(epoch) + " drained to " +
-          persist::EpochDir(persist::JobDir(Absolute(o_.persist), o_.job), epoch));
+    } else if (e.published && drained_.insert(e.epoch).second) {
+      Log("epoch " + std::to_string(e.epoch) + " drained to " +
+          persist::EpochDir(persist::JobDir(Absolute(o_.persist), o_.job), e.epoch));
     }
   }
 }

@@ -407,7 +407,7 @@ int RunJob(const RunOptions& o) {
     return 1;
   }
   const uint64_t restarted = static_cast<uint64_t>(*hi);
-  if (rank == 0) events::Emit("app", "init " + std::to_string(restarted));
+  if (rank == 0) events::Emit(events::Init(restarted));
   s = c.Agree(n.StartCommand(restarted), "starting the command");
   if (!s.ok()) {
     report(s);

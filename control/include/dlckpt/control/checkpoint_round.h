@@ -105,10 +105,6 @@ struct RoundOptions {
   // epoch and its encode was sent; the next Run (or Wait) collects the
   // outcome first. Synchronous: Run returns once the epoch is protected.
   bool async = false;
-  // "ckpt-begin E", "ckpt-commit E code", "ckpt-wait E seconds" (the time a
-  // Run waited for the previous encode) and "ckpt-end E code" (protected, or
-  // not) go to the event log under this source.
-  std::string event_source = "app";
   // Participant 0's notes for humans (a completed or dropped epoch).
   std::function<void(const std::string&)> log;
 };
@@ -153,7 +149,7 @@ class CheckpointRound final {
   // Start and collect, for the completion of an interrupted epoch.
   Status AgreeEncode(uint64_t epoch, uint64_t keep, const std::string& what, bool* unknown);
   // Collects the outcome of in_flight_ and acknowledges, aborts or leaves it
-  // pending on every store; emits "ckpt-end".
+  // pending on every store; emits events::CkptEnd.
   Status Complete();
 
   mpi::Collective* c_;

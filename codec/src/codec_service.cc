@@ -297,6 +297,7 @@ Status Service::LocalImage(uint64_t epoch, const std::vector<int32_t>& ranks,
 protocol::NodeReport Service::LocalReport() {
   protocol::NodeReport rep;
   rep.node = cfg_.node;
+  surveyed_.clear();
   auto names = Env::Default()->ListShm(StorePrefix(cfg_.job, cfg_.node));
   if (names.ok()) {
     for (const auto& n : *names) {
@@ -323,6 +324,7 @@ protocol::NodeReport Service::LocalReport() {
                        v.message();
         }
       }
+      surveyed_[n] = sr;
       rep.stores.push_back(sr);
     }
   }

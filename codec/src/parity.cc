@@ -139,6 +139,7 @@ Status ParitySlots::Load(int slot, Mapped* m) {
   }
   info.name = SlotName(slot);
   m->info = info;
+  m->header_crc = crc;
   m->valid = true;
   return Status::OK();
 }
@@ -149,9 +150,12 @@ Status ParitySlots::Verify(Mapped* m) {
     Status st = CheckParityBlock(m->info.name, data, m->length, b, m->crcs[b], m->block);
     if (!st.ok()) {
       m->damaged = true;
+      m->verified = false;
       return st;
     }
   }
+  m->verified = true;
+  m->verified_crc = m->header_crc;
   return Status::OK();
 }
 
@@ -267,6 +271,7 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   m.block = kParityBlock;
   m.crcs.assign(ParityBlockCount(length), 0);
   m.damaged = false;
+  m.verified = false;
   DLCKPT_RETURN_IF_ERROR(WriteHeader(&m));
   m.valid = true;
   prepared_ = target;
@@ -296,6 +301,7 @@ Status ParitySlots::Reserve(const protocol::ParityReport& shape, uint64_t length
     m.block = kParityBlock;
     m.crcs.clear();
     m.damaged = false;
+    m.verified = false;
     DLCKPT_RETURN_IF_ERROR(WriteHeader(&m));
     m.valid = true;
   }
@@ -353,7 +359,9 @@ Result<Extent> ParitySlots::Find(uint32_t group, uint32_t index, uint64_t epoch,
     const auto& i = slots_[s].info;
     if (i.complete && i.group == group && i.index == index && i.epoch == epoch &&
         i.generation == generation) {
-      DLCKPT_RETURN_IF_ERROR(Verify(&slots_[s]));
+      if (!slots_[s].verified || slots_[s].verified_crc != slots_[s].header_crc) {
+        DLCKPT_RETURN_IF_ERROR(Verify(&slots_[s]));
+      }
       return Extent{slots_[s].shm->data() + slots_[s].header_bytes, slots_[s].length};
     }
   }
@@ -397,6 +405,7 @@ void ParitySlots::RemoveAll() {
     slots_[s].shm.reset();
     slots_[s].valid = false;
     slots_[s].damaged = false;
+    slots_[s].verified = false;
     if (ForeignShm(env_, SlotName(s)).ok()) (void)env_->UnlinkShm(SlotName(s));
   }
   prepared_ = -1;

@@ -19,7 +19,9 @@
 // parity in the header. A complete parity is checked against them before it
 // is reported (Scan) or read (Find, CompleteDelta); a parity that fails is
 // an erasure, as a damaged store is: Scan leaves it out and warns, Find
-// refuses it (Corruption naming the slot and the block).
+// refuses it (Corruption naming the slot and the block). Find does not check
+// again a parity whose blocks this object checked (Scan) under the same
+// header: a survey and the rebuild after it read each parity byte twice.
 //
 // Ownership: a slot is adopted only if this uid created it with mode 0600
 // (Env::OpenShm). Another object under a slot's name (another uid's, not a
@@ -138,6 +140,12 @@ class ParitySlots {
     std::vector<uint32_t> crcs;  // per block; meaningful once complete
     bool valid = false;
     bool damaged = false;  // a check of its blocks failed (until rewritten)
+    // The checksum of the header last loaded, and of the one whose blocks
+    // were last checked whole (verified: only this process writes the slot,
+    // so the blocks of an unchanged complete header need no second check).
+    uint32_t header_crc = 0;
+    bool verified = false;
+    uint32_t verified_crc = 0;
   };
   Status Load(int slot, Mapped* m);
   // Checks every block of a complete slot; marks it damaged on failure.

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -148,6 +149,14 @@ class Service {
   control::protocol::Done Encode(uint64_t epoch, uint64_t keep);
   Result<control::protocol::SurveyReply> Survey();
   control::protocol::Done Recover(const control::protocol::Recover& r);
+  // Parts of Recover (service_recover.cc). CheckPlan: local, the plan's
+  // nodes all have a codec process and every rebuilt member's group is
+  // described; the ranks rebuilt. RestoreSurvivors: local, see Recover.
+  // RebuildGroup: collective, returns the agreed outcome.
+  Status CheckPlan(const control::protocol::Recover& req, std::set<int32_t>* rebuilt_ranks) const;
+  Status RestoreSurvivors(uint64_t epoch, const std::set<int32_t>& rebuilt_ranks);
+  Status RebuildGroup(const control::protocol::Recover& req, const control::protocol::RebuildGroup& group,
+                      const std::vector<control::protocol::RebuildTask>& tasks, uint64_t* rebuilt_bytes);
   void Shutdown();
 
   // ---- local state ----
@@ -205,6 +214,9 @@ class Service {
   std::unique_ptr<ReduceTransport> group_transport_;
   std::vector<int32_t> my_app_ranks_;
   std::map<int32_t, std::unique_ptr<memfs::Store>> stores_;  // read-only attachments
+  // What this process's last survey (LocalReport) found of each local store,
+  // by name: a recovery re-verifies an epoch only if the store changed since.
+  std::map<std::string, control::protocol::StoreReport> surveyed_;
   ParitySlots parity_;
   struct Warmup {
     bool active = false;

@@ -273,7 +273,19 @@ Status Fields(IO& io, Recover& m) {
   DLCKPT_RETURN_IF_ERROR(io.List(m.rebuilds, 12, [](IO& io, RebuildTask& t) {
     return Each(io, t.group, t.member, t.target_node);
   }));
-  return io.List(m.lost_nodes, 4, [](IO& io, std::string& n) { return io(n); });
+  DLCKPT_RETURN_IF_ERROR(io.List(m.lost_nodes, 4, [](IO& io, std::string& n) { return io(n); }));
+  return io.List(m.groups, 17, [](IO& io, RebuildGroup& g) {
+    DLCKPT_RETURN_IF_ERROR(Each(io, g.group, g.scheme, g.k));
+    DLCKPT_RETURN_IF_ERROR(io.List(g.members, 8, [](IO& io, MemberRecord& mem) { return io(mem); }));
+    DLCKPT_RETURN_IF_ERROR(io.List(g.sources, 4, [](IO& io, std::string& n) { return io(n); }));
+    if (g.sources.size() != g.members.size() + g.k) {
+      return Status::Corruption("RECOVER: group " + std::to_string(g.group) + " names " +
+                                std::to_string(g.sources.size()) + " chunk sources for " +
+                                std::to_string(g.members.size()) + " members and " + std::to_string(g.k) +
+                                " parity");
+    }
+    return Status::OK();
+  });
 }
 
 template <class IO>

@@ -72,11 +72,18 @@ TEST(ProtocolTest, MessagesRoundTrip) {
   EXPECT_EQ(s2->nodes[0].parities[0].members[0].sizes[1], 200u);
   EXPECT_TRUE(s2->nodes[0].parities[0].complete);
 
-  Recover rc{5, 2, {{1, 3, "vn9"}}, {"vn3"}};
+  Recover rc{5, 2, {{1, 3, "vn9"}}, {"vn3"}, {}};
+  rc.groups.push_back({1, 0, 1, {{"vn2", {2}, {10}}, {"vn3", {3}, {20}}}, {"vn2", "", "vn9"}});
   auto rc2 = DecodeRecover(EncodeRecover(rc));
   ASSERT_TRUE(rc2.ok());
   EXPECT_EQ(rc2->rebuilds[0].target_node, "vn9");
   EXPECT_EQ(rc2->lost_nodes[0], "vn3");
+  ASSERT_EQ(rc2->groups.size(), 1u);
+  EXPECT_EQ(rc2->groups[0].members[1].sizes[0], 20u);
+  EXPECT_EQ(rc2->groups[0].sources, (std::vector<std::string>{"vn2", "", "vn9"}));
+  // A group whose sources do not cover its stripe is malformed.
+  rc.groups[0].sources.pop_back();
+  EXPECT_EQ(DecodeRecover(EncodeRecover(rc)).status().code(), EBADMSG);
 }
 
 TEST(ProtocolTest, FramesAreChecked) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "recovery_internal.h"
+
 namespace dlckpt::control::recovery {
 namespace {
 
@@ -436,6 +438,103 @@ TEST_F(RecoveryTest, RankWhoseGroupLostItsParityIsExplained) {
                                       "encoding survives"),
             std::string::npos)
       << p.status().message();
+}
+
+// ---- the stages, one at a time ---------------------------------------------------------
+
+// The stripe model: a member survives when all its ranks have the epoch on
+// one node; a node holding two chunks gives only its first to a rebuild.
+TEST_F(RecoveryTest, StripeModelAndOneSourcePerNode) {
+  Stores(3, 4);
+  Parity("vn4", 0, 0, 1, 3, true, {0, 1});
+  Kill("vn1");
+  in_.survey.nodes.clear();
+  for (auto& [name, n] : nodes_) in_.survey.nodes.push_back(n);
+  internal::Inventory inv = internal::TakeInventory(in_);
+  EXPECT_TRUE(inv.Has(0, 3));
+  EXPECT_TRUE(inv.Has(0, 4));
+  EXPECT_FALSE(inv.Has(2, 3));  // on vn1
+  EXPECT_EQ(inv.newest_acked, 3u);
+  const internal::GroupInfo& gi = inv.encodings.at({3, 1}).groups.at(0);
+  internal::Stripe st = internal::StripeOf(inv, gi, 3);
+  EXPECT_EQ(st.holder, (std::vector<std::string>{"vn0", "", "vn4"}));
+  EXPECT_EQ(st.LostData(), std::vector<uint32_t>{1});
+  EXPECT_EQ(st.DistinctHolders(), 2u);
+  // Rank 1 lives on vn0 too, but its copy lacks epoch 5: member 0 is lost at 5.
+  EXPECT_EQ(internal::StripeOf(inv, gi, 5).holder[0], "");
+  internal::Stripe two;
+  two.n = 2;
+  two.holder = {"vn0", "vn4", "vn4", "vn5"};  // vn4 rebuilt d1 and holds p0
+  EXPECT_EQ(two.Sources(), (std::vector<std::string>{"vn0", "vn4", "", "vn5"}));
+}
+
+// The choice of epoch, apart from the placement: the newest epoch whose
+// encoding covers every missing rank, with the members to rebuild.
+TEST_F(RecoveryTest, ChoiceOfEpochNamesTheEncodingAndTheLostMembers) {
+  Stores(3, 4);
+  Parity("vn4", 0, 0, 1, 3, true, {0, 1});
+  Parity("vn5", 1, 0, 1, 3, true, {2, 3});
+  Parity("vn4", 0, 0, 1, 4, true, {0, 1});
+  Parity("vn5", 1, 0, 1, 4, false, {2, 3});  // 4 never completed
+  Kill("vn3");
+  in_.survey.nodes.clear();
+  for (auto& [name, n] : nodes_) in_.survey.nodes.push_back(n);
+  internal::Inventory inv = internal::TakeInventory(in_);
+  auto c = internal::ChooseEpoch(inv, in_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->epoch, 3u);
+  ASSERT_NE(c->encoding, nullptr);
+  EXPECT_EQ(c->encoding->generation, 1u);
+  EXPECT_EQ(c->lost, (std::vector<std::pair<uint32_t, uint32_t>>{{1, 1}}));
+}
+
+// The placement carries what the codec executes: the group's members, its
+// scheme, and the node giving each surviving chunk.
+TEST_F(RecoveryTest, PlacementCarriesTheChunkSourcesOfEveryRebuiltGroup) {
+  Stores(3, 0);
+  Parity("vn4", 0, 0, 1, 3, true, {0, 1});
+  Parity("vn5", 1, 0, 1, 3, true, {2, 3});
+  Kill("vn1");
+  in_.survey.nodes.clear();
+  for (auto& [name, n] : nodes_) in_.survey.nodes.push_back(n);
+  internal::Inventory inv = internal::TakeInventory(in_);
+  auto c = internal::ChooseEpoch(inv, in_);
+  ASSERT_TRUE(c.ok());
+  Plan plan;
+  ASSERT_TRUE(internal::Place(inv, *c, in_, &plan).ok());
+  ASSERT_EQ(plan.groups.size(), 1u);  // group 1 lost nothing
+  const protocol::RebuildGroup& g = plan.groups[0];
+  EXPECT_EQ(g.group, 0u);
+  EXPECT_EQ(g.k, 1u);
+  EXPECT_EQ(g.scheme, 0);
+  ASSERT_EQ(g.members.size(), 2u);
+  EXPECT_EQ(g.members[1].ranks, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(g.sources, (std::vector<std::string>{"vn0", "", "vn4"}));
+  protocol::Recover msg = ToRecoverMessage(plan);
+  ASSERT_EQ(msg.groups.size(), 1u);
+  EXPECT_EQ(msg.groups[0].sources, g.sources);
+}
+
+// After a rebuild onto a parity holder, that node holds two chunks of the
+// group: the next rebuild reads only one of them from it.
+TEST_F(ReedSolomonTest, SourcesGiveOneChunkPerNodeAfterARebuildOntoAParityHolder) {
+  Kill("vn2");
+  auto first = Run();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Apply(*first);
+  Kill("vn0");
+  auto second = Run();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_EQ(second->groups.size(), 1u);
+  const auto& src = second->groups[0].sources;
+  std::set<std::string> nodes;
+  size_t given = 0;
+  for (const auto& n : src) {
+    if (n.empty()) continue;
+    ++given;
+    EXPECT_TRUE(nodes.insert(n).second) << n << " gives two chunks";
+  }
+  EXPECT_EQ(given, second->groups[0].members.size());
 }
 
 }  // namespace

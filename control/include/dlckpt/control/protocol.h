@@ -178,8 +178,9 @@ struct SurveyReply {
   std::vector<NodeReport> nodes;
 };
 
-// What a recovery does: every surviving store is restored to `epoch`; every
-// lost member of a group is rebuilt on `target_node` from the parity of
+// What a recovery does, decided once by dlckpt-run from its survey (see
+// dlckpt/control/recovery.h): every surviving store is restored to `epoch`;
+// every lost member of a group is rebuilt on `target_node` from the parity of
 // `epoch` (generation `generation`).
 struct RebuildTask {
   uint32_t group = 0;
@@ -187,11 +188,24 @@ struct RebuildTask {
   std::string target_node;
 };
 
+// A group with members to rebuild, as the surviving parity recorded it, and
+// which node gives each chunk of its stripe to the rebuild: sources[i] for
+// data member i (0..n-1), sources[n + j] for parity j; "" for a chunk that is
+// lost or not used. No node gives two chunks, and at least n are given.
+struct RebuildGroup {
+  uint32_t group = 0;
+  uint8_t scheme = 0;  // 0 = xor, 1 = Reed-Solomon
+  uint32_t k = 0;
+  std::vector<MemberRecord> members;
+  std::vector<std::string> sources;
+};
+
 struct Recover {
   uint64_t epoch = 0;
   uint64_t generation = 0;
   std::vector<RebuildTask> rebuilds;
   std::vector<std::string> lost_nodes;
+  std::vector<RebuildGroup> groups;  // every group named by `rebuilds`
 };
 
 struct StatusReply {

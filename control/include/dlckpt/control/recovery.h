@@ -4,8 +4,8 @@
 // parity objects with the group they encode), the nodes known to be dead,
 // where every rank was placed, and the nodes free to host lost ranks.
 // Output: the newest epoch that every group can recover, the rebuilds that
-// recovery needs (lost member -> target spare node) and the new placement of
-// every rank; or, when a group lost more members than it has parity, an error
+// recovery needs (lost member -> target spare node, and the node that gives
+// each chunk of the group's stripe) and the new placement of every rank; or, when a group lost more members than it has parity, an error
 // (ENOTRECOVERABLE) naming the group and the newest checkpoint that still
 // exists.
 //
@@ -35,8 +35,8 @@
 //    group, then the rest. After the plan a group tolerates (nodes holding
 //    one of its chunks) - n more lost nodes until the next encode; groups
 //    below their k are listed in Plan::degraded and in the summary.
-#ifndef DLCKPT_CODEC_RECOVERY_H_
-#define DLCKPT_CODEC_RECOVERY_H_
+#ifndef DLCKPT_CONTROL_RECOVERY_H_
+#define DLCKPT_CONTROL_RECOVERY_H_
 
 #include <cstdint>
 #include <map>
@@ -60,6 +60,10 @@ struct Plan {
   uint64_t epoch = 0;        // 0: start from scratch
   uint64_t generation = 0;   // of the encoding used for rebuilds
   std::vector<protocol::RebuildTask> rebuilds;
+  // Each group with rebuilds: its members and the node giving each chunk
+  // (protocol::RebuildGroup), so that the codec executes the plan without
+  // surveying again.
+  std::vector<protocol::RebuildGroup> groups;
   std::vector<std::string> lost_nodes;            // nodes whose ranks moved
   std::map<int32_t, std::string> placement;       // rank -> node after recovery
   struct Degraded {
@@ -84,4 +88,4 @@ protocol::Recover ToRecoverMessage(const Plan& plan);
 
 }  // namespace dlckpt::control::recovery
 
-#endif  // DLCKPT_CODEC_RECOVERY_H_
+#endif  // DLCKPT_CONTROL_RECOVERY_H_

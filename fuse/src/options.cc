@@ -17,6 +17,7 @@
 
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
+#include "dlckpt/base/strings.h"
 #include "dlckpt/fuse/mount.h"
 #include "dlckpt/base/units.h"
 
@@ -199,12 +200,7 @@ struct Parser {
   // A comma-separated -o list: ours are applied, the rest kept for libfuse.
   Status ApplyList(std::string_view list) {
     if (list.empty()) return Status::InvalidArgument("empty -o option list");
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t comma = list.find(',', start);
-      if (comma == std::string_view::npos) comma = list.size();
-      std::string_view item = list.substr(start, comma - start);
-      start = comma + 1;
+    for (std::string_view item : Split(list, ',')) {
       if (item.empty()) continue;
       size_t eq = item.find('=');
       std::string_view key = item.substr(0, eq);

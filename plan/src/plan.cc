@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlckpt/base/env.h"
+#include "dlckpt/base/strings.h"
 #include "dlckpt/plan/plan.h"
 
 namespace dlckpt::plan {
@@ -522,24 +523,7 @@ class JsonWriter {
     out_ += '\n';
     out_.append(2 * first_.size(), ' ');
   }
-  void AppendString(std::string_view s) {
-    out_ += '"';
-    for (unsigned char ch : s) {
-      switch (ch) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\t': out_ += "\\t"; break;
-        default:
-          if (ch < 0x20) {
-            out_ += Format("\\u%04x", ch);
-          } else {
-            out_ += static_cast<char>(ch);
-          }
-      }
-    }
-    out_ += '"';
-  }
+  void AppendString(std::string_view s) { AppendJsonString(&out_, s); }
 
   std::string out_;
   std::vector<bool> first_;

@@ -16,8 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/names.h"
@@ -98,24 +96,13 @@ void ClearDeadMount(const std::string& path) {
   std::error_code ec;
   fs::path real = fs::weakly_canonical(path, ec);
   if (ec) return;
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(mountinfo, line)) {
-    std::istringstream fields(line);
-    std::string f[5];
-    for (auto& x : f) fields >> x;
-    if (f[4] != real.string()) continue;  // (paths with escaped characters never match: left alone)
-    size_t dash = line.find(" - ");
-    if (dash == std::string::npos || line.compare(dash + 3, 12, "fuse.dlckpt ") != 0) return;
-    struct statfs sfs {};
-    if (statfs(real.c_str(), &sfs) == 0 || errno != ENOTCONN) return;  // alive
-    std::fprintf(stderr, "dlckpt-ctl run: unmounting %s, a dlckpt-fuse mount whose daemon died\n",
-                 path.c_str());
-    if (umount2(real.c_str(), MNT_DETACH) != 0) {
-      auto pid = Spawn({"fusermount3", "-u", "-z", real.string()}, Environment({}), false);
-      if (pid.ok()) waitpid(*pid, nullptr, 0);
-    }
-    return;
+  if (MountedType(real.string()) != "fuse.dlckpt") return;
+  struct statfs sfs {};
+  if (statfs(real.c_str(), &sfs) == 0 || errno != ENOTCONN) return;  // alive
+  std::fprintf(stderr, "dlckpt-ctl run: unmounting %s, a dlckpt-fuse mount whose daemon died\n", path.c_str());
+  if (umount2(real.c_str(), MNT_DETACH) != 0) {
+    auto pid = Spawn({"fusermount3", "-u", "-z", real.string()}, Environment({}), false);
+    if (pid.ok()) waitpid(*pid, nullptr, 0);
   }
 }
 

@@ -61,20 +61,12 @@ using namespace dlckpt::ior;
 
 namespace {
 
+using dlckpt::bench::AllReduce;
 using dlckpt::bench::Barrier;
 using dlckpt::bench::WaitRequest;
 using dlckpt::bench::Mix;
 
 int g_rank = 0, g_size = 1;
-
-template <class T>
-T AllReduce(T v, MPI_Datatype type, MPI_Op op) {
-  T out{};
-  MPI_Request req;
-  MPI_Iallreduce(&v, &out, 1, type, op, MPI_COMM_WORLD, &req);
-  WaitRequest(&req);
-  return out;
-}
 
 // True when every rank's status is OK; otherwise each failing rank prints its
 // error and everyone returns false.

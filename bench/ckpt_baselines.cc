@@ -36,7 +36,6 @@
 #include <vector>
 
 #include "bench_mpi.h"
-#include "dlckpt/base/version.h"
 
 namespace {
 
@@ -156,10 +155,7 @@ void Reduce(const std::vector<size_t>& mibs, int reps) {
       MPI_Ireduce(send.data, recv ? recv->data : nullptr, static_cast<int>(n / 8), MPI_UINT64_T, MPI_BXOR,
                   root, MPI_COMM_WORLD, &req);
       WaitRequest(&req);
-      double local = MPI_Wtime() - t0, slowest = 0;
-      MPI_Request rr;
-      MPI_Iallreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &rr);
-      WaitRequest(&rr);
+      double slowest = dlckpt::bench::AllReduce(MPI_Wtime() - t0, MPI_DOUBLE, MPI_MAX);
       if (r > 0) times.push_back(slowest);
     }
     std::sort(times.begin(), times.end());
@@ -172,6 +168,39 @@ void Reduce(const std::vector<size_t>& mibs, int reps) {
   }
 }
 
+// The command line; Parse returns false when it is not understood.
+struct Args {
+  std::vector<size_t> mibs = {16, 64, 256};
+  std::vector<std::pair<int, int>> groups = {{4, 1}, {8, 1}, {8, 2}, {12, 3}};
+  int reps = 3;
+};
+
+bool Parse(int argc, char** argv, Args* a) {
+  auto value = [a](const std::string& f, const std::string& v) {
+    if (f == "--mib") {
+      a->mibs = ParseList(v);
+      return !a->mibs.empty();
+    }
+    if (f == "--groups") {
+      a->groups.clear();
+      std::stringstream is(v);
+      std::string item;
+      while (std::getline(is, item, ',')) {
+        int m = 0, k = 0;
+        if (std::sscanf(item.c_str(), "%d:%d", &m, &k) != 2 || m < 1 || k < 1 || m + k > 255) return false;
+        a->groups.emplace_back(m, k);
+      }
+      return true;
+    }
+    if (f == "--reps") {
+      a->reps = std::max(1, std::atoi(v.c_str()));
+      return true;
+    }
+    return false;
+  };
+  return dlckpt::bench::ParseOptions(argc, argv, "dlckpt-bench-ckpt-baselines", {}, value);
+}
+
 }  // namespace
 
 const char kUsage[] =
@@ -179,51 +208,12 @@ const char kUsage[] =
     " [--reps R]\n  N = 1: memcpy and ISA-L; N > 1: MPI_Reduce over N ranks\n";
 
 int main(int argc, char** argv) {
-  if (dlckpt_version_requested(argc, argv)) return 0;
-  if (dlckpt_help_requested(argc, argv)) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  std::vector<size_t> mibs = {16, 64, 256};
-  std::vector<std::pair<int, int>> groups = {{4, 1}, {8, 1}, {8, 2}, {12, 3}};
-  int reps = 3;
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    if (f == "--mib" && i + 1 < argc) {
-      mibs = ParseList(argv[++i]);
-    } else if (f == "--groups" && i + 1 < argc) {
-      groups.clear();
-      std::stringstream is(argv[++i]);
-      std::string item;
-      while (std::getline(is, item, ',')) {
-        int m = 0, k = 0;
-        if (std::sscanf(item.c_str(), "%d:%d", &m, &k) != 2 || m < 1 || k < 1 || m + k > 255) {
-          mibs.clear();
-          break;
-        }
-        groups.emplace_back(m, k);
-      }
-    } else if (f == "--reps" && i + 1 < argc) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else {
-      mibs.clear();
-      break;
-    }
-  }
-  if (mibs.empty()) {
-    if (g_rank == 0) {
-      std::fputs(kUsage, stderr);
-    }
-    MPI_Finalize();
-    return 2;
-  }
+  Args a;
+  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, kUsage, Parse, &a, &g_rank, &g_size)) return *rc;
   if (g_size == 1) {
-    Local(mibs, groups, reps);
+    Local(a.mibs, a.groups, a.reps);
   } else {
-    Reduce(mibs, reps);
+    Reduce(a.mibs, a.reps);
   }
   MPI_Finalize();
   return 0;

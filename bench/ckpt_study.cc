@@ -51,7 +51,6 @@
 
 #include "dlckpt/dlckpt.h"
 #include "dlckpt/base/events.h"
-#include "dlckpt/base/version.h"
 
 #include "bench_mpi.h"
 
@@ -63,13 +62,7 @@ using dlckpt::bench::Mix;
 
 int g_rank = 0, g_size = 1;
 
-double Reduce(double v, MPI_Op op) {
-  double out = 0;
-  MPI_Request req;
-  MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &req);
-  WaitRequest(&req);
-  return out;
-}
+double Reduce(double v, MPI_Op op) { return dlckpt::bench::AllReduce(v, MPI_DOUBLE, op); }
 
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "dlckpt-bench-ckpt: rank %d: %s\n", g_rank, what.c_str());
@@ -106,24 +99,13 @@ const char kUsage[] =
     "  with checkpoint 10 (warm-up included; use --warmup 0 --iters 10).\n";
 
 bool Parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    if (f == "--help" || f == "-h") return false;
-    if (f == "--report-cold") {
-      a->report_cold = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: %s needs a value\n", f.c_str());
-      return false;
-    }
-    std::string v = argv[++i];
+  auto value = [a](const std::string& f, const std::string& v) {
     char* end = nullptr;
     long long n = std::strtoll(v.c_str(), &end, 10);
     bool num = !v.empty() && *end == '\0' && n >= 0;
     if (f == "--dir") {
       a->dir = v;
-      continue;
+      return true;
     }
     if (!num) {
       if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: %s: '%s' is not a number\n", f.c_str(), v.c_str());
@@ -141,8 +123,9 @@ bool Parse(int argc, char** argv, Args* a) {
       if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: bad option %s %s\n", f.c_str(), v.c_str());
       return false;
     }
-  }
-  return true;
+    return true;
+  };
+  return dlckpt::bench::ParseOptions(argc, argv, "dlckpt-bench-ckpt", {{"--report-cold", &a->report_cold}}, value);
 }
 
 // The codec's encode times, from the job's event file (rank 0 only).
@@ -200,20 +183,8 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (dlckpt_version_requested(argc, argv)) return 0;
-  if (dlckpt_help_requested(argc, argv)) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   Args a;
-  if (!Parse(argc, argv, &a)) {
-    if (g_rank == 0) std::fputs(kUsage, stderr);
-    MPI_Finalize();
-    return 2;
-  }
+  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, kUsage, Parse, &a, &g_rank, &g_size)) return *rc;
   double init_t0 = MPI_Wtime();
   if (dlckpt_init(MPI_COMM_WORLD) != 0) Die(std::string("dlckpt_init: ") + dlckpt_last_error());
   double init_s = Reduce(MPI_Wtime() - init_t0, MPI_MAX);

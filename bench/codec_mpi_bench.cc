@@ -26,8 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_mix.h"
-#include "dlckpt/base/version.h"
+#include "bench_mpi.h"
 #include "dlckpt/codec/erasure.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/codec/reduce_transport.h"
@@ -48,28 +47,16 @@ struct Args {
   bool verbose = false;
 };
 
-void Usage(FILE* out = stderr) {
-  std::fprintf(out,
-               "usage: mpiexec -n N dlckpt-bench-codec-mpi [--mode encode|rebuild] [--spares K]\n"
-               "         [--spare-nodes P] [--group-size G] [--mib M] [--iters I] [--chunk BYTES]\n"
-               "         [--verbose]   (per-rank statistics of the last run)\n"
-               "  The last P ranks (default K) are spare nodes, the others data nodes holding\n"
-               "  M MiB each (default 64), in groups of at most G data nodes (default all).\n");
-}
+const char kUsage[] = R"(usage: mpiexec -n N dlckpt-bench-codec-mpi [--mode encode|rebuild] [--spares K]
+         [--spare-nodes P] [--group-size G] [--mib M] [--iters I] [--chunk BYTES]
+         [--verbose]   (per-rank statistics of the last run)
+  The last P ranks (default K) are spare nodes, the others data nodes holding
+  M MiB each (default 64), in groups of at most G data nodes (default all).
+)";
 
 bool Parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    if (f == "--help" || f == "-h") return false;
-    if (f == "--verbose") {
-      a->verbose = true;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "option %s needs a value\n", f.c_str());
-      return false;
-    }
-    const char* v = argv[++i];
+  auto value = [a](const std::string& f, const std::string& str) {
+    const char* v = str.c_str();
     if (f == "--mode") a->mode = v;
     else if (f == "--spares") a->spares = std::atoi(v);
     else if (f == "--spare-nodes") a->spare_nodes = std::atoi(v);
@@ -81,6 +68,10 @@ bool Parse(int argc, char** argv, Args* a) {
       std::fprintf(stderr, "unknown option %s\n", f.c_str());
       return false;
     }
+    return true;
+  };
+  if (!bench::ParseOptions(argc, argv, "dlckpt-bench-codec-mpi", {{"--verbose", &a->verbose}}, value)) {
+    return false;
   }
   if (a->mode != "encode" && a->mode != "rebuild") {
     std::fprintf(stderr, "--mode must be encode or rebuild\n");
@@ -108,19 +99,11 @@ struct Buffer {
   size_t len = 0;
 };
 
-void QuietBarrier(MPI_Comm comm) {
-  MPI_Request req;
-  MPI_Ibarrier(comm, &req);
-  if (!WaitQuietly(&req).ok()) MPI_Abort(MPI_COMM_WORLD, 3);
+void Quiet(MPI_Request* req) {
+  if (!WaitQuietly(req).ok()) MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
-double MaxOver(MPI_Comm comm, double v) {
-  double out = 0;
-  MPI_Request req;
-  MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
-  if (!WaitQuietly(&req).ok()) MPI_Abort(MPI_COMM_WORLD, 3);
-  return out;
-}
+double MaxOver(MPI_Comm comm, double v) { return bench::AllReduce(v, MPI_DOUBLE, MPI_MAX, comm, Quiet); }
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -146,21 +129,9 @@ void Die(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (dlckpt_version_requested(argc, argv)) return 0;
-  if (dlckpt_help_requested(argc, argv)) {
-    Usage(stdout);
-    return 0;
-  }
-  MPI_Init(&argc, &argv);
   int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   Args args;
-  if (!Parse(argc, argv, &args)) {
-    if (g_rank == 0) Usage();
-    MPI_Finalize();
-    return 2;
-  }
+  if (auto rc = bench::StartMain(&argc, &argv, kUsage, Parse, &args, &g_rank, &size)) return *rc;
   if (args.spare_nodes < 0) args.spare_nodes = args.spares;
   g_verbose = args.verbose;
   const int data_nodes = size - args.spare_nodes;
@@ -229,7 +200,7 @@ int main(int argc, char** argv) {
 
   ReduceStats last_encode;
   auto run_encode = [&]() {
-    QuietBarrier(MPI_COMM_WORLD);
+    bench::Barrier(MPI_COMM_WORLD, Quiet);
     double t0 = MPI_Wtime();
     if (in_group) {
       auto st = transport->Run(encode_spec, is_data ? std::span<const Extent>(data_extents)
@@ -265,7 +236,7 @@ int main(int argc, char** argv) {
     }
     bool checked = false;
     auto run_baseline = [&]() {
-      QuietBarrier(MPI_COMM_WORLD);
+      bench::Barrier(MPI_COMM_WORLD, Quiet);
       double t0 = MPI_Wtime();
       for (int j = 0; in_group && j < k; ++j) {
         const void* send;
@@ -299,7 +270,7 @@ int main(int argc, char** argv) {
     }
     if (in_group) PrintStats("encode", last_encode);
     const double encode_s = Median(encode_times), base_s = Median(other_times);
-    QuietBarrier(MPI_COMM_WORLD);
+    bench::Barrier(MPI_COMM_WORLD, Quiet);
     if (g_rank == 0) {
       std::printf("codec transport encode: %.1f ms (median; %.2f GB/s of data)\n",
                   encode_s * 1e3, total_gb / encode_s);
@@ -332,7 +303,7 @@ int main(int argc, char** argv) {
     BufferSink rebuilt;
     ReduceStats last_rebuild;
     auto run_rebuild = [&]() {
-      QuietBarrier(MPI_COMM_WORLD);
+      bench::Barrier(MPI_COMM_WORLD, Quiet);
       double t0 = MPI_Wtime();
       if (in_group) {
         std::span<const Extent> input;
@@ -350,7 +321,7 @@ int main(int argc, char** argv) {
       other_times.push_back(run_rebuild());
     }
     if (in_group) PrintStats("encode", last_encode);
-    QuietBarrier(MPI_COMM_WORLD);
+    bench::Barrier(MPI_COMM_WORLD, Quiet);
     if (in_group) PrintStats("rebuild", last_rebuild);
     // The spare that rebuilt lost node i compares with the original bytes.
     if (in_group && !is_data && chunk - n < static_cast<int>(lost.size())) {
@@ -363,7 +334,7 @@ int main(int argc, char** argv) {
         Die("rebuilt image of rank " + std::to_string(lost_rank) + " differs");
     }
     const double encode_s = Median(encode_times), rebuild_s = Median(other_times);
-    QuietBarrier(MPI_COMM_WORLD);
+    bench::Barrier(MPI_COMM_WORLD, Quiet);
     if (g_rank == 0) {
       std::printf("codec transport encode: %.1f ms (median; %.2f GB/s of data)\n",
                   encode_s * 1e3, total_gb / encode_s);

@@ -37,8 +37,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "bench_mix.h"
-#include "dlckpt/base/version.h"
+#include "bench_mpi.h"
 #include "dlckpt/codec/delta.h"
 #include "dlckpt/codec/delta_transport.h"
 #include "dlckpt/codec/erasure.h"
@@ -62,25 +61,8 @@ void Die(const std::string& msg) {
 void Quiet(MPI_Request* req) {
   if (!WaitQuietly(req).ok()) MPI_Abort(MPI_COMM_WORLD, 3);
 }
-void Barrier(MPI_Comm comm) {
-  MPI_Request req;
-  MPI_Ibarrier(comm, &req);
-  Quiet(&req);
-}
-double MaxOver(MPI_Comm comm, double v) {
-  double out = 0;
-  MPI_Request req;
-  MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
-  Quiet(&req);
-  return out;
-}
-uint64_t SumOver(MPI_Comm comm, uint64_t v) {
-  uint64_t out = 0;
-  MPI_Request req;
-  MPI_Iallreduce(&v, &out, 1, MPI_UINT64_T, MPI_SUM, comm, &req);
-  Quiet(&req);
-  return out;
-}
+double MaxOver(MPI_Comm comm, double v) { return bench::AllReduce(v, MPI_DOUBLE, MPI_MAX, comm, Quiet); }
+uint64_t SumOver(MPI_Comm comm, uint64_t v) { return bench::AllReduce(v, MPI_UINT64_T, MPI_SUM, comm, Quiet); }
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -223,23 +205,9 @@ constexpr const char kUsage[] =
     "  changed; ends with METRIC lines.\n";
 
 int main(int argc, char** argv) {
-  if (dlckpt_version_requested(argc, argv)) return 0;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-  }
-  MPI_Init(&argc, &argv);
   int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
   Args args;
-  if (!Parse(argc, argv, &args)) {
-    if (g_rank == 0) std::fputs(kUsage, stderr);
-    MPI_Finalize();
-    return 2;
-  }
+  if (auto rc = bench::StartMain(&argc, &argv, kUsage, Parse, &args, &g_rank, &size)) return *rc;
   int max_n = 0;
   for (const Shape& s : args.shapes) {
     if (s.n + s.k > size) Die("shape " + std::to_string(s.n) + ":" + std::to_string(s.k) + " needs more ranks");
@@ -288,7 +256,7 @@ int main(int argc, char** argv) {
     MPI_Comm comm;
     MPI_Comm_split(MPI_COMM_WORLD, in ? 0 : MPI_UNDEFINED, g_rank, &comm);
     if (!in) {
-      Barrier(MPI_COMM_WORLD);
+      bench::Barrier(MPI_COMM_WORLD, Quiet);
       continue;
     }
     const bool data = g_rank < shape.n;
@@ -320,7 +288,7 @@ int main(int argc, char** argv) {
 
     // Full encode of the acknowledged epoch into b; returns the slowest rank's seconds.
     auto full = [&](uint64_t e, uint64_t* sent) {
-      Barrier(comm);
+      bench::Barrier(comm, Quiet);
       double t0 = MPI_Wtime();
       std::vector<Extent> in_ext;
       if (data) {
@@ -340,7 +308,7 @@ int main(int argc, char** argv) {
     auto delta = [&](uint64_t from, uint64_t e, bool automatic, uint64_t* sent, double* fraction,
                      std::vector<ByteRange>* union_out) {
       if (spare && have_history) std::memcpy(b->data, prev->data, prev_len);  // untimed: the slot's state
-      Barrier(comm);
+      bench::Barrier(comm, Quiet);
       double t0 = MPI_Wtime();
       Plan p = MakePlan(comm, my_store, from, e);
       *fraction = p.fraction;
@@ -478,7 +446,7 @@ int main(int argc, char** argv) {
     }
     MPI_Comm_free(&comm);
     transport->reset();
-    Barrier(MPI_COMM_WORLD);
+    bench::Barrier(MPI_COMM_WORLD, Quiet);
   }
   if (g_rank == 0) {
     for (const auto& m : metrics) std::printf("%s\n", m.c_str());

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <utility>
 
+#include "dlckpt/base/strings.h"
 #include "dlckpt/base/units.h"
 
 namespace dlckpt::ior {
@@ -285,22 +286,9 @@ std::string TextReport(const Options& o, const RunInfo& info) {
 // ---- JSON ----
 
 std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          out += Fmt("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  AppendJsonString(&out, s);
+  return out;
 }
 
 // A small writer of one JSON object per nesting level, IOR's layout (two

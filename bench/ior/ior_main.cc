@@ -61,20 +61,12 @@ using namespace dlckpt::ior;
 
 namespace {
 
+using dlckpt::bench::AllReduce;
 using dlckpt::bench::Barrier;
 using dlckpt::bench::WaitRequest;
 using dlckpt::bench::Mix;
 
 int g_rank = 0, g_size = 1;
-
-template <class T>
-T AllReduce(T v, MPI_Datatype type, MPI_Op op) {
-  T out{};
-  MPI_Request req;
-  MPI_Iallreduce(&v, &out, 1, type, op, MPI_COMM_WORLD, &req);
-  WaitRequest(&req);
-  return out;
-}
 
 // True when every rank's status is OK; otherwise each failing rank prints its
 // error and everyone returns false.
@@ -581,20 +573,32 @@ int main(int argc, char** argv) {
     if (g_rank == 0 && errors) std::fprintf(stderr, "WARNING: incorrect data on %s (%llu errors found).\n", what, static_cast<unsigned long long>(errors));
     return true;
   };
-  // The phase as IOR reports it, with -D's counts reduced over the ranks.
-  auto phase = [&](Access a, int rep, const Timers& t, double lat, const PhaseCount& c) {
+  // Runs the write or read phase of repetition rep (its counts in *c) and
+  // records it as IOR reports it, with -D's counts reduced over the ranks;
+  // false if a rank failed.
+  auto run_phase = [&](Access a, int rep, PhaseCount* c) {
+    delay();
+    if (o.verbose && g_rank == 0) {
+      std::fprintf(stderr, "Commencing %s performance test: %s\n", a == Access::kWrite ? "write" : "read",
+                   TimeString(time(nullptr)).c_str());
+    }
+    Timers t{};
+    double lat = 0;
+    Status s = a == Access::kWrite ? bench.Write(rep, &t, &lat, c) : bench.Read(rep, &t, &lat, c);
+    if (!Agree(s)) return false;
     double min_lat = AllReduce<double>(lat, MPI_DOUBLE, MPI_MIN);
-    uint64_t sum = AllReduce<uint64_t>(c.pairs, MPI_UINT64_T, MPI_SUM);
+    uint64_t sum = AllReduce<uint64_t>(c->pairs, MPI_UINT64_T, MPI_SUM);
     PhaseResult p = Reduce(a, rep, ReduceTimers(t), min_lat, o.deadline > 0 ? sum * o.transfer_size : agg,
                            o.transfer_size);
     if (o.deadline > 0) {
-      p.stonewalled = AllReduce<int>(c.hit_deadline ? 1 : 0, MPI_INT, MPI_MAX) != 0;
-      p.pairs_min = AllReduce<uint64_t>(c.pairs, MPI_UINT64_T, MPI_MIN);
-      p.pairs_max = AllReduce<uint64_t>(c.pairs, MPI_UINT64_T, MPI_MAX);
+      p.stonewalled = AllReduce<int>(c->hit_deadline ? 1 : 0, MPI_INT, MPI_MAX) != 0;
+      p.pairs_min = AllReduce<uint64_t>(c->pairs, MPI_UINT64_T, MPI_MIN);
+      p.pairs_max = AllReduce<uint64_t>(c->pairs, MPI_UINT64_T, MPI_MAX);
       p.pairs_sum = sum;
-      p.stonewall_time = AllReduce<double>(c.hit_deadline ? c.deadline_at : 0, MPI_DOUBLE, MPI_MAX);
+      p.stonewall_time = AllReduce<double>(c->hit_deadline ? c->deadline_at : 0, MPI_DOUBLE, MPI_MAX);
     }
     info.phases.push_back(p);
+    return true;
   };
   bool quit = false;
   for (int rep = 0; ok && !quit && rep < o.repetitions; ++rep) {
@@ -602,14 +606,8 @@ int main(int argc, char** argv) {
     bench.Order(rep);
     bench.ResetWritten();
     if (o.write) {
-      delay();
-      if (o.verbose && g_rank == 0) std::fprintf(stderr, "Commencing write performance test: %s\n", TimeString(time(nullptr)).c_str());
-      Timers t{};
-      double lat = 0;
       PhaseCount c;
-      Status s = bench.Write(rep, &t, &lat, &c);
-      if (!(ok = Agree(s))) break;
-      phase(Access::kWrite, rep, t, lat, c);
+      if (!(ok = run_phase(Access::kWrite, rep, &c))) break;
       if (o.deadline > 0) {
         // Reads and checks cover what each owner wrote before its deadline.
         std::vector<uint64_t> counts(static_cast<size_t>(g_size));
@@ -644,14 +642,8 @@ int main(int argc, char** argv) {
     if (o.check_write && !(ok = verify(rep, "write", &write_errors))) break;
     if ((quit = quit_now(before, write_errors, "write"))) break;
     if (o.read) {
-      delay();
-      if (o.verbose && g_rank == 0) std::fprintf(stderr, "Commencing read performance test: %s\n", TimeString(time(nullptr)).c_str());
-      Timers t{};
-      double lat = 0;
       PhaseCount c;
-      Status s = bench.Read(rep, &t, &lat, &c);
-      if (!(ok = Agree(s))) break;
-      phase(Access::kRead, rep, t, lat, c);
+      if (!(ok = run_phase(Access::kRead, rep, &c))) break;
     }
     before = read_errors;
     if (o.check_read && !(ok = verify(rep, "read", &read_errors))) break;

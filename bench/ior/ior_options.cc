@@ -136,6 +136,69 @@ Status ApplyValued(char c, const std::string& v, Options* o) {
   return Status::InvalidArgument(opt + ": internal error (no handler)");
 }
 
+// The -O / script directives (keys in lower case) that give the value of
+// one of the command line's options.
+struct ValuedDirective {
+  std::string_view key;
+  char option;
+};
+constexpr ValuedDirective kValuedDirectives[] = {
+    {"api", 'a'},
+    {"testfile", 'o'},
+    {"blocksize", 'b'},
+    {"transfersize", 't'},
+    {"segmentcount", 's'},
+    {"repetitions", 'i'},
+    {"tasknodeoffset", 'Q'},
+    {"taskpernodeoffset", 'Q'},
+    {"intertestdelay", 'd'},
+    {"deadlineforstonewalling", 'D'},
+    {"reordertasksrandomseed", 'X'},
+    {"datapackettype", 'l'},
+};
+
+// The options without a value: the letter of the command line's -X (0 for
+// none) and the key of the -O / script directive (lower case), which sets
+// the field to its value (as Bool takes it), where -X sets it to true.
+struct BoolOption {
+  char letter;
+  std::string_view key;
+  bool Options::*field;
+};
+constexpr BoolOption kBoolOptions[] = {
+    // The phases and their checks.
+    {'w', "writefile", &Options::write}, {'r', "readfile", &Options::read},
+    {'W', "checkwrite", &Options::check_write}, {'R', "checkread", &Options::check_read},
+    {'q', "quitonerror", &Options::quit_on_error},
+    // The files.
+    {'F', "fileperproc", &Options::file_per_proc}, {'m', "multifile", &Options::multi_file},
+    {'u', "uniquedir", &Options::unique_dir}, {'E', "useexistingtestfile", &Options::use_existing},
+    {'k', "keepfile", &Options::keep_file},
+    // The transfers.
+    {'e', "fsync", &Options::fsync}, {'Y', "fsyncperwrite", &Options::fsync_per_write},
+    {'x', "singlexferattempt", &Options::single_xfer}, {'z', "randomoffset", &Options::random_offset},
+    {'g', "intratestbarriers", &Options::intra_barriers}, {'c', "collective", &Options::collective},
+    {0, "stonewallingwearout", &Options::wear_out},
+    // Whose data a rank reads back.
+    {'C', "reordertasks", &Options::reorder}, {0, "reordertasksconstant", &Options::reorder},
+    {'Z', "reordertasksrandom", &Options::reorder_random},
+};
+
+const BoolOption* FindBoolOption(char letter) {
+  for (const BoolOption& b : kBoolOptions) {
+    if (b.letter != 0 && b.letter == letter) return &b;
+  }
+  return nullptr;
+}
+
+template <class Directive, size_t N>
+const Directive* FindDirective(const Directive (&table)[N], std::string_view key) {
+  for (const Directive& d : table) {
+    if (d.key == key) return &d;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Status ApplyDirective(const std::string& raw, const std::string& where, Options* o) {
@@ -144,10 +207,6 @@ Status ApplyDirective(const std::string& raw, const std::string& where, Options*
   if (eq == std::string::npos) return Status::InvalidArgument(where + " '" + item + "': want key=value");
   std::string key = Trim(item.substr(0, eq)), val = Trim(item.substr(eq + 1));
   std::string k = Lower(key), opt = where + " " + key;
-  auto flag = [&](bool* b) -> Status {
-    DLCKPT_ASSIGN_OR_RETURN(*b, Bool(opt, val));
-    return Status::OK();
-  };
   if (k == "summaryformat") {
     std::string l = Lower(val);
     if (l == "json") {
@@ -164,36 +223,11 @@ Status ApplyDirective(const std::string& raw, const std::string& where, Options*
     o->summary_file = val;
     return Status::OK();
   }
-  if (k == "stonewallingwearout") return flag(&o->wear_out);
-  if (k == "api") return ApplyValued('a', val, o);
-  if (k == "testfile") return ApplyValued('o', val, o);
-  if (k == "blocksize") return ApplyValued('b', val, o);
-  if (k == "transfersize") return ApplyValued('t', val, o);
-  if (k == "segmentcount") return ApplyValued('s', val, o);
-  if (k == "repetitions") return ApplyValued('i', val, o);
-  if (k == "tasknodeoffset" || k == "taskpernodeoffset") return ApplyValued('Q', val, o);
-  if (k == "intertestdelay") return ApplyValued('d', val, o);
-  if (k == "deadlineforstonewalling") return ApplyValued('D', val, o);
-  if (k == "reordertasksrandomseed") return ApplyValued('X', val, o);
-  if (k == "datapackettype") return ApplyValued('l', val, o);
-  if (k == "fileperproc") return flag(&o->file_per_proc);
-  if (k == "writefile") return flag(&o->write);
-  if (k == "readfile") return flag(&o->read);
-  if (k == "fsync") return flag(&o->fsync);
-  if (k == "reordertasks" || k == "reordertasksconstant") return flag(&o->reorder);
-  if (k == "reordertasksrandom") return flag(&o->reorder_random);
-  if (k == "keepfile") return flag(&o->keep_file);
-  if (k == "checkwrite") return flag(&o->check_write);
-  if (k == "checkread") return flag(&o->check_read);
-  if (k == "intratestbarriers") return flag(&o->intra_barriers);
-  if (k == "randomoffset") return flag(&o->random_offset);
-  if (k == "multifile") return flag(&o->multi_file);
-  if (k == "fsyncperwrite") return flag(&o->fsync_per_write);
-  if (k == "useexistingtestfile") return flag(&o->use_existing);
-  if (k == "uniquedir") return flag(&o->unique_dir);
-  if (k == "singlexferattempt") return flag(&o->single_xfer);
-  if (k == "quitonerror") return flag(&o->quit_on_error);
-  if (k == "collective") return flag(&o->collective);
+  if (const auto* d = FindDirective(kValuedDirectives, k)) return ApplyValued(d->option, val, o);
+  if (const auto* d = FindDirective(kBoolOptions, k)) {
+    DLCKPT_ASSIGN_OR_RETURN(o->*(d->field), Bool(opt, val));
+    return Status::OK();
+  }
   if (k == "verbose") {
     DLCKPT_ASSIGN_OR_RETURN(int64_t n, Int(opt, val, 0, 10));
     o->verbose = static_cast<int>(n);
@@ -300,7 +334,6 @@ reason (e.g. -B: O_DIRECT, -T: use -D).
 
 Result<Options> ParseOptions(std::span<const std::string> args) {
   Options o;
-  const std::string flags = "FwreCkWRgvhzmYEuxqcZ";
   const std::string valued = "abtsioOQdDXlf";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -317,29 +350,16 @@ Result<Options> ParseOptions(std::span<const std::string> args) {
     }
     for (size_t p = 1; p < a.size(); ++p) {
       char c = a[p];
-      if (flags.find(c) != std::string::npos) {
-        switch (c) {
-          case 'F': o.file_per_proc = true; break;
-          case 'w': o.write = true; break;
-          case 'r': o.read = true; break;
-          case 'e': o.fsync = true; break;
-          case 'C': o.reorder = true; break;
-          case 'k': o.keep_file = true; break;
-          case 'W': o.check_write = true; break;
-          case 'R': o.check_read = true; break;
-          case 'g': o.intra_barriers = true; break;
-          case 'v': ++o.verbose; break;
-          case 'z': o.random_offset = true; break;
-          case 'm': o.multi_file = true; break;
-          case 'Y': o.fsync_per_write = true; break;
-          case 'E': o.use_existing = true; break;
-          case 'u': o.unique_dir = true; break;
-          case 'x': o.single_xfer = true; break;
-          case 'q': o.quit_on_error = true; break;
-          case 'c': o.collective = true; break;
-          case 'Z': o.reorder_random = true; break;
-          case 'h': o.help = true; return o;
-        }
+      if (c == 'h') {
+        o.help = true;
+        return o;
+      }
+      if (c == 'v') {
+        ++o.verbose;
+        continue;
+      }
+      if (const BoolOption* b = FindBoolOption(c)) {
+        o.*(b->field) = true;
         continue;
       }
       if (valued.find(c) == std::string::npos) {

@@ -3,8 +3,6 @@
 // no I/O, no state.
 #include "dlckpt/codec/delta.h"
 
-#include <isa-l/raid.h>
-
 #include <cstring>
 
 #include "dlckpt/codec/erasure.h"
@@ -12,8 +10,6 @@
 namespace dlckpt::codec {
 
 namespace {
-
-constexpr size_t kMaxIsalLen = size_t{1} << 30;
 
 // Bytes past an image's end read as zero (ExtentCursor gives null there).
 using Cursor = ExtentCursor;
@@ -38,28 +34,6 @@ void XorImages(Cursor& a, Cursor& b, uint64_t x, uint64_t n, uint8_t* out) {
 }
 
 }  // namespace
-
-void Xor2(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t len) {
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 31) == 0; };
-  if (len >= 128 && aligned(out) && aligned(a) && aligned(b)) {
-    for (uint64_t off = 0; off < len; off += kMaxIsalLen) {
-      void* array[3] = {const_cast<uint8_t*>(a) + off, const_cast<uint8_t*>(b) + off, out + off};
-      xor_gen(3, static_cast<int>(std::min<uint64_t>(kMaxIsalLen, len - off)), array);
-    }
-    return;
-  }
-  // One pass with unaligned 16-byte vectors (SSE2 baseline).
-  using V16 = uint8_t __attribute__((vector_size(16)));
-  uint64_t i = 0;
-  for (; i + 64 <= len; i += 64) {
-    V16 x[4], y[4];
-    std::memcpy(x, a + i, 64);
-    std::memcpy(y, b + i, 64);
-    for (int v = 0; v < 4; ++v) x[v] ^= y[v];
-    std::memcpy(out + i, x, 64);
-  }
-  for (; i < len; ++i) out[i] = a[i] ^ b[i];
-}
 
 uint64_t RangeBytes(std::span<const ByteRange> ranges) {
   uint64_t n = 0;

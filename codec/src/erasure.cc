@@ -19,24 +19,24 @@ bool Aligned32(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 31) == 
 
 using V16 = uint8_t __attribute__((vector_size(16)));
 
-// Portable XOR for unaligned buffers (SSE2 baseline, unrolled).
-void XorFallback(uint8_t* dst, const uint8_t* src, size_t len) {
+// out = a xor b for unaligned buffers (SSE2 baseline, unrolled); out may be a or b.
+void XorFallback(uint8_t* out, const uint8_t* a, const uint8_t* b, size_t len) {
   size_t i = 0;
   for (; i + 64 <= len; i += 64) {
-    V16 a[4], b[4];
-    std::memcpy(a, dst + i, 64);
-    std::memcpy(b, src + i, 64);
-    for (int v = 0; v < 4; ++v) a[v] ^= b[v];
-    std::memcpy(dst + i, a, 64);
+    V16 x[4], y[4];
+    std::memcpy(x, a + i, 64);
+    std::memcpy(y, b + i, 64);
+    for (int v = 0; v < 4; ++v) x[v] ^= y[v];
+    std::memcpy(out + i, x, 64);
   }
   for (; i + 8 <= len; i += 8) {
-    uint64_t a, b;
-    std::memcpy(&a, dst + i, 8);
-    std::memcpy(&b, src + i, 8);
-    a ^= b;
-    std::memcpy(dst + i, &a, 8);
+    uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    x ^= y;
+    std::memcpy(out + i, &x, 8);
   }
-  for (; i < len; ++i) dst[i] ^= src[i];
+  for (; i < len; ++i) out[i] = a[i] ^ b[i];
 }
 
 // out = XOR of srcs[0..n) (n >= 1) over len bytes.
@@ -54,7 +54,7 @@ void XorSources(const uint8_t* const* srcs, int n, uint8_t* out, size_t len) {
     return;
   }
   std::memcpy(out, srcs[0], len);
-  for (int i = 1; i < n; ++i) XorFallback(out, srcs[i], len);
+  for (int i = 1; i < n; ++i) XorFallback(out, out, srcs[i], len);
 }
 
 std::string ChunkName(int chunk, int n) {
@@ -63,16 +63,18 @@ std::string ChunkName(int chunk, int n) {
 
 }  // namespace
 
-void XorInto(uint8_t* dst, const uint8_t* src, size_t len) {
-  if (len >= 128 && Aligned32(dst) && Aligned32(src)) {
-    for (size_t off = 0; off < len; off += kMaxIsalLen) {
-      void* array[3] = {dst + off, const_cast<uint8_t*>(src) + off, dst + off};
-      xor_gen(3, static_cast<int>(std::min(kMaxIsalLen, len - off)), array);
+void Xor2(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t len) {
+  if (len >= 128 && Aligned32(out) && Aligned32(a) && Aligned32(b)) {
+    for (uint64_t off = 0; off < len; off += kMaxIsalLen) {
+      void* array[3] = {const_cast<uint8_t*>(a) + off, const_cast<uint8_t*>(b) + off, out + off};
+      xor_gen(3, static_cast<int>(std::min<uint64_t>(kMaxIsalLen, len - off)), array);
     }
     return;
   }
-  XorFallback(dst, src, len);
+  XorFallback(out, a, b, len);
 }
+
+void XorInto(uint8_t* dst, const uint8_t* src, size_t len) { Xor2(dst, dst, src, len); }
 
 const char* SchemeName(Scheme scheme) {
   return scheme == Scheme::kXor ? "xor" : "reed-solomon";

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #include "dlckpt/base/crc32c.h"
 #include "dlckpt/base/env.h"
@@ -41,17 +42,20 @@ const char* MsgTypeName(MsgType t) {
 
 // ---- Writer / Reader ----------------------------------------------------------
 
-void Writer::U32(uint32_t v) {
-  char b[4];
-  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  buf_.append(b, 4);
+namespace {
+
+// Appends v in the wire format: little-endian, sizeof(T) bytes.
+template <class T>
+void AppendFixed(std::string* buf, T v) {
+  char b[sizeof(T)];
+  for (size_t i = 0; i < sizeof(T); ++i) b[i] = static_cast<char>(v >> (8 * i));
+  buf->append(b, sizeof(T));
 }
 
-void Writer::U64(uint64_t v) {
-  char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  buf_.append(b, 8);
-}
+}  // namespace
+
+void Writer::U32(uint32_t v) { AppendFixed(&buf_, v); }
+void Writer::U64(uint64_t v) { AppendFixed(&buf_, v); }
 
 void Writer::F64(double v) {
   uint64_t bits;
@@ -79,37 +83,21 @@ Status Reader::U8(uint8_t* v) {
   return Status::OK();
 }
 
-Status Reader::U32(uint32_t* v) {
-  DLCKPT_RETURN_IF_ERROR(Need(4));
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= uint32_t{static_cast<uint8_t>(data_[pos_ + i])} << (8 * i);
-  pos_ += 4;
-  *v = r;
+template <class T>
+Status Reader::Fixed(T* v) {
+  using U = std::make_unsigned_t<T>;
+  DLCKPT_RETURN_IF_ERROR(Need(sizeof(U)));
+  U r = 0;
+  for (size_t i = 0; i < sizeof(U); ++i) r |= U{static_cast<uint8_t>(data_[pos_ + i])} << (8 * i);
+  pos_ += sizeof(U);
+  *v = static_cast<T>(r);
   return Status::OK();
 }
 
-Status Reader::U64(uint64_t* v) {
-  DLCKPT_RETURN_IF_ERROR(Need(8));
-  uint64_t r = 0;
-  for (int i = 0; i < 8; ++i) r |= uint64_t{static_cast<uint8_t>(data_[pos_ + i])} << (8 * i);
-  pos_ += 8;
-  *v = r;
-  return Status::OK();
-}
-
-Status Reader::I32(int32_t* v) {
-  uint32_t u;
-  DLCKPT_RETURN_IF_ERROR(U32(&u));
-  *v = static_cast<int32_t>(u);
-  return Status::OK();
-}
-
-Status Reader::I64(int64_t* v) {
-  uint64_t u;
-  DLCKPT_RETURN_IF_ERROR(U64(&u));
-  *v = static_cast<int64_t>(u);
-  return Status::OK();
-}
+Status Reader::U32(uint32_t* v) { return Fixed(v); }
+Status Reader::U64(uint64_t* v) { return Fixed(v); }
+Status Reader::I32(int32_t* v) { return Fixed(v); }
+Status Reader::I64(int64_t* v) { return Fixed(v); }
 
 Status Reader::F64(double* v) {
   uint64_t u;

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+
+#include "dlckpt/base/spawn.h"
 
 extern char** environ;
 
@@ -76,43 +77,17 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
     log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (log_fd < 0) return Status::FromErrno(errno, "open log " + log_path);
   }
-  // Build everything before fork: only async-signal-safe calls in the child.
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e) env_store.emplace_back(*e);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
   for (const auto& kv : extra_env) {
     std::string name = kv.substr(0, kv.find('=') + 1);
-    for (auto& cur : env_store) {
-      if (cur.compare(0, name.size(), name) == 0) cur.clear();
-    }
-    env_store.push_back(kv);
+    std::erase_if(env, [&](const std::string& cur) { return cur.compare(0, name.size(), name) == 0; });
+    env.push_back(kv);
   }
-  std::vector<char*> envp;
-  for (auto& s : env_store) {
-    if (!s.empty()) envp.push_back(s.data());
-  }
-  envp.push_back(nullptr);
-  std::vector<std::string> args = argv;
-  std::vector<char*> argp;
-  for (auto& s : args) argp.push_back(s.data());
-  argp.push_back(nullptr);
-  int err_pipe[2];
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    if (log_fd >= 0) close(log_fd);
-    return Status::FromErrno(errno, "pipe");
-  }
-  const pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    int err = errno;
-    close(err_pipe[0]);
-    close(err_pipe[1]);
-    if (log_fd >= 0) close(log_fd);
-    return Status::FromErrno(err, "fork for " + argv[0]);
-  }
-  if (pid == 0) {
+  SpawnOptions options;
+  options.parent_death_signal = SIGKILL;
+  options.in_child = [log_fd] {
     setsid();
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the parent died before the prctl
     if (log_fd >= 0) {
       dup2(log_fd, STDOUT_FILENO);
       dup2(log_fd, STDERR_FILENO);
@@ -120,25 +95,11 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     signal(SIGPIPE, SIG_DFL);
-    execvpe(argp[0], argp.data(), envp.data());
-    int err = errno;
-    ssize_t w = write(err_pipe[1], &err, sizeof err);
-    (void)w;
-    _exit(127);
-  }
-  close(err_pipe[1]);
+  };
+  Result<pid_t> pid = SpawnProcess(argv, env, options);
   if (log_fd >= 0) close(log_fd);
-  int child_err = 0;
-  ssize_t n;
-  do {
-    n = read(err_pipe[0], &child_err, sizeof child_err);
-  } while (n < 0 && errno == EINTR);
-  close(err_pipe[0]);
-  if (n == sizeof child_err) {
-    waitpid(pid, nullptr, 0);
-    return Status::FromErrno(child_err, "exec " + argv[0]);
-  }
-  Track(pid);
+  if (!pid.ok()) return pid;
+  Track(*pid);
   return pid;
 }
 

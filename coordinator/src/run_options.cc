@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <sstream>
+#include <string_view>
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
@@ -261,8 +262,24 @@ Result<KillTrigger> ParseTrigger(const std::string& text) {
 
 namespace {
 
-// Options without a value.
-constexpr const char* kFlagOptions[] = {"keep", "preload", "oversubscribe", "verbose", "resume"};
+// Options without a value ("--NAME" on the command line): each sets its field.
+struct FlagOption {
+  std::string_view name;
+  bool Options::*field;
+};
+constexpr FlagOption kFlagOptions[] = {{"keep", &Options::keep},
+                                       {"preload", &Options::preload},
+                                       {"oversubscribe", &Options::oversubscribe},
+                                       {"verbose", &Options::verbose},
+                                       {"resume", &Options::resume}};
+
+// The flag option `name` (without "--"), or null.
+const FlagOption* FindFlagOption(std::string_view name) {
+  for (const FlagOption& f : kFlagOptions) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -306,24 +323,12 @@ Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help
       *next = args.size();
       return Status::OK();
     }
-    if (a == "-v" || a == "--verbose") {
-      o.verbose = true;
-      continue;
-    }
-    if (a == "--keep") {
-      o.keep = true;
-      continue;
-    }
-    if (a == "--preload") {
-      o.preload = true;
-      continue;
-    }
-    if (a == "--oversubscribe") {
-      o.oversubscribe = true;
-      continue;
-    }
-    if (a == "--resume") {
-      o.resume = true;
+    // A flag option: --NAME, or -v for --verbose.
+    const FlagOption* flag = a == "-v"                ? FindFlagOption("verbose")
+                             : a.rfind("--", 0) == 0 ? FindFlagOption(std::string_view(a).substr(2))
+                                                      : nullptr;
+    if (flag != nullptr) {
+      o.*(flag->field) = true;
       continue;
     }
     if (a.empty() || a[0] != '-') {
@@ -497,7 +502,7 @@ Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std
     if (name == "config" || name == "help" || name.empty()) {
       return Status::InvalidArgument(where + ": '" + name + "' cannot be set in a configuration file");
     }
-    if (std::find(std::begin(kFlagOptions), std::end(kFlagOptions), name) != std::end(kFlagOptions)) {
+    if (FindFlagOption(name) != nullptr) {
       if (value.empty() || value == "1" || value == "true" || value == "yes") {
         out.push_back("--" + name);
       } else if (value != "0" && value != "false" && value != "no") {
@@ -573,7 +578,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
     const char* v = env(var.c_str());
     if (v == nullptr || *v == '\0') continue;
     std::vector<std::string> tokens;
-    if (std::find(std::begin(kFlagOptions), std::end(kFlagOptions), option) != std::end(kFlagOptions)) {
+    if (FindFlagOption(option) != nullptr) {
       std::string f = v;
       if (f == "1" || f == "true" || f == "yes") {
         tokens.push_back("--" + option);

@@ -17,6 +17,7 @@
 
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
+#include "dlckpt/base/strings.h"
 #include "dlckpt/fuse/mount.h"
 #include "dlckpt/base/units.h"
 
@@ -199,12 +200,7 @@ struct Parser {
   // A comma-separated -o list: ours are applied, the rest kept for libfuse.
   Status ApplyList(std::string_view list) {
     if (list.empty()) return Status::InvalidArgument("empty -o option list");
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t comma = list.find(',', start);
-      if (comma == std::string_view::npos) comma = list.size();
-      std::string_view item = list.substr(start, comma - start);
-      start = comma + 1;
+    for (std::string_view item : Split(list, ',')) {
       if (item.empty()) continue;
       size_t eq = item.find('=');
       std::string_view key = item.substr(0, eq);
@@ -346,6 +342,22 @@ std::string UnescapeMountField(std::string_view s) {
 
 }  // namespace
 
+std::optional<std::string> MountedType(const std::string& real_path) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    // id parent major:minor root MOUNTPOINT options ... - fstype source ...
+    std::istringstream fields(line);
+    std::string f[5];
+    for (auto& x : f) fields >> x;
+    if (UnescapeMountField(f[4]) != real_path) continue;
+    size_t dash = line.find(" - ");
+    if (dash == std::string::npos) return std::string();
+    return line.substr(dash + 3, line.find(' ', dash + 3) - dash - 3);
+  }
+  return std::nullopt;
+}
+
 Status CheckMountPoint(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
@@ -359,26 +371,15 @@ Status CheckMountPoint(const std::string& path) {
   if (realpath(path.c_str(), real) == nullptr) {
     return Status::FromErrno(errno, "mount point " + path);
   }
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(mountinfo, line)) {
-    // id parent major:minor root MOUNTPOINT options ... - fstype source ...
-    std::istringstream fields(line);
-    std::string f[5];
-    for (auto& x : f) fields >> x;
-    if (UnescapeMountField(f[4]) != real) continue;
-    std::string type;
-    size_t dash = line.find(" - ");
-    if (dash != std::string::npos) type = line.substr(dash + 3, line.find(' ', dash + 3) - dash - 3);
-    struct statfs sfs {};
-    if (statfs(real, &sfs) != 0 && errno == ENOTCONN) {  // stat() may answer from a cache
-      return Status::Error(ENOTCONN, "mount point " + path + ": a " + type +
-                                         " mount whose daemon died (Transport endpoint is not "
-                                         "connected); run fusermount3 -u " + path);
-    }
-    return Status::Busy("mount point " + path + ": already a mount point (" + type +
-                        "); unmount it first");
+  std::optional<std::string> type = MountedType(real);
+  if (!type) return Status::OK();
+  struct statfs sfs {};
+  if (statfs(real, &sfs) != 0 && errno == ENOTCONN) {  // stat() may answer from a cache
+    return Status::Error(ENOTCONN, "mount point " + path + ": a " + *type +
+                                       " mount whose daemon died (Transport endpoint is not "
+                                       "connected); run fusermount3 -u " + path);
   }
+  return Status::Busy("mount point " + path + ": already a mount point (" + *type + "); unmount it first");
   return Status::OK();
 }
 

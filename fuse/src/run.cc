@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -17,12 +16,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
+#include "dlckpt/base/spawn.h"
 #include "dlckpt/base/events.h"
 #include "dlckpt/fuse/job.h"
 #include "dlckpt/fuse/mount.h"
@@ -52,54 +50,22 @@ int ExitCode(int status) {
   return 1;
 }
 
-// A child process: fork + exec, the exec error reported through a pipe. The
-// child gets SIGTERM when this process dies and inherits none of its
-// descriptors beyond 0-2 (the launcher's and MPI's sockets stay here);
-// `own_group` makes it the leader of a new process group (to stop a command
-// with its children).
+// A child process (SpawnProcess: the exec error is the call's). The child
+// gets SIGTERM when this process dies and inherits none of its descriptors
+// beyond 0-2 (the launcher's and MPI's sockets stay here); `own_group` makes
+// it the leader of a new process group (to stop a command with its children).
 Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                     bool own_group) {
-  std::vector<char*> args, envp;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    int err = errno;
-    close(pipefd[0]);
-    close(pipefd[1]);
-    return Status::FromErrno(err, "fork for " + argv[0]);
-  }
-  if (pid == 0) {
-    close(pipefd[0]);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(127);
+  SpawnOptions options;
+  options.parent_death_signal = SIGTERM;
+  options.in_child = [own_group] {
     if (own_group) setpgid(0, 0);
     close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);  // the error pipe stays open until exec
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    execvpe(args[0], args.data(), envp.data());
-    int err = errno;
-    ssize_t n = write(pipefd[1], &err, sizeof err);
-    (void)n;
-    _exit(127);
-  }
-  close(pipefd[1]);
-  int err = 0;
-  ssize_t n;
-  do {
-    n = read(pipefd[0], &err, sizeof err);
-  } while (n < 0 && errno == EINTR);
-  close(pipefd[0]);
-  if (n == static_cast<ssize_t>(sizeof err)) {
-    waitpid(pid, nullptr, 0);
-    return Status::FromErrno(err, "exec " + argv[0]);
-  }
+  };
+  DLCKPT_ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(argv, env, options));
   if (own_group) setpgid(pid, pid);  // either side may win the race; both set it
   return pid;
 }
@@ -130,24 +96,13 @@ void ClearDeadMount(const std::string& path) {
   std::error_code ec;
   fs::path real = fs::weakly_canonical(path, ec);
   if (ec) return;
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(mountinfo, line)) {
-    std::istringstream fields(line);
-    std::string f[5];
-    for (auto& x : f) fields >> x;
-    if (f[4] != real.string()) continue;  // (paths with escaped characters never match: left alone)
-    size_t dash = line.find(" - ");
-    if (dash == std::string::npos || line.compare(dash + 3, 12, "fuse.dlckpt ") != 0) return;
-    struct statfs sfs {};
-    if (statfs(real.c_str(), &sfs) == 0 || errno != ENOTCONN) return;  // alive
-    std::fprintf(stderr, "dlckpt-ctl run: unmounting %s, a dlckpt-fuse mount whose daemon died\n",
-                 path.c_str());
-    if (umount2(real.c_str(), MNT_DETACH) != 0) {
-      auto pid = Spawn({"fusermount3", "-u", "-z", real.string()}, Environment({}), false);
-      if (pid.ok()) waitpid(*pid, nullptr, 0);
-    }
-    return;
+  if (MountedType(real.string()) != "fuse.dlckpt") return;
+  struct statfs sfs {};
+  if (statfs(real.c_str(), &sfs) == 0 || errno != ENOTCONN) return;  // alive
+  std::fprintf(stderr, "dlckpt-ctl run: unmounting %s, a dlckpt-fuse mount whose daemon died\n", path.c_str());
+  if (umount2(real.c_str(), MNT_DETACH) != 0) {
+    auto pid = Spawn({"fusermount3", "-u", "-z", real.string()}, Environment({}), false);
+    if (pid.ok()) waitpid(*pid, nullptr, 0);
   }
 }
 

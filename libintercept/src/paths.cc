@@ -1,5 +1,7 @@
 #include "paths.h"
 
+#include "dlckpt/base/strings.h"
+
 namespace dlckpt::intercept {
 
 namespace {
@@ -91,12 +93,7 @@ bool IsPseudoFs(std::string_view normalized) {
 PrefixSet PrefixSet::Parse(std::string_view spec, std::vector<std::string>* rejected) {
   PrefixSet set;
   set.prefixes_.clear();
-  size_t i = 0;
-  while (i <= spec.size()) {
-    size_t j = spec.find(':', i);
-    if (j == std::string_view::npos) j = spec.size();
-    std::string_view entry = spec.substr(i, j - i);
-    i = j + 1;
+  for (std::string_view entry : Split(spec, ':')) {
     if (entry.empty()) continue;
     std::string norm = entry[0] == '/' ? NormalizeAbsolute(entry) : std::string();
     if (norm.empty() || norm == "/") {

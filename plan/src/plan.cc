@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlckpt/base/env.h"
+#include "dlckpt/base/strings.h"
 #include "dlckpt/plan/plan.h"
 
 namespace dlckpt::plan {
@@ -468,6 +469,21 @@ class JsonWriter {
   template <typename T>
   void Field(std::string_view k, const T& v) {
     Key(k);
+    Value(v);
+  }
+  // The member k: v's value, or the string `absent` when v is empty.
+  template <typename T>
+  void FieldOr(std::string_view k, const std::optional<T>& v, std::string_view absent) {
+    Key(k);
+    if (v) {
+      Value(*v);
+    } else {
+      String(absent);
+    }
+  }
+  // A value, written by the function above that fits its type.
+  template <typename T>
+  void Value(const T& v) {
     if constexpr (std::is_same_v<T, bool>) {
       Bool(v);
     } else if constexpr (std::is_integral_v<T>) {
@@ -522,24 +538,7 @@ class JsonWriter {
     out_ += '\n';
     out_.append(2 * first_.size(), ' ');
   }
-  void AppendString(std::string_view s) {
-    out_ += '"';
-    for (unsigned char ch : s) {
-      switch (ch) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\t': out_ += "\\t"; break;
-        default:
-          if (ch < 0x20) {
-            out_ += Format("\\u%04x", ch);
-          } else {
-            out_ += static_cast<char>(ch);
-          }
-      }
-    }
-    out_ += '"';
-  }
+  void AppendString(std::string_view s) { AppendJsonString(&out_, s); }
 
   std::string out_;
   std::vector<bool> first_;
@@ -571,12 +570,7 @@ std::string FormatJson(const Plan& plan) {
   j.Field("spare_nodes", req.spare_nodes);
   j.Field("mttf_hours", req.mttf_hours);
   j.Field("phases", req.phases);
-  j.Key("interval_hours");
-  if (req.interval_hours) {
-    j.Number(*req.interval_hours);
-  } else {
-    j.String("auto");
-  }
+  j.FieldOr("interval_hours", req.interval_hours, "auto");
   j.Field("target", req.target);
   j.Field("times_source", SourceName(req.times.source));
   j.Field("times_origin", req.times.origin);
@@ -593,18 +587,8 @@ std::string FormatJson(const Plan& plan) {
       j.Field("drain_mb_per_node", t.drain_mb_per_node);
     }
     j.Field("drain_visible", t.drain_visible);
-    j.Key("drain_every");
-    if (t.drain_every) {
-      j.Int(*t.drain_every);
-    } else {
-      j.String("auto");
-    }
-    j.Key("unrecoverable_rate_per_hour");
-    if (t.uncovered_rate) {
-      j.Number(*t.uncovered_rate);
-    } else {
-      j.String("derived");
-    }
+    j.FieldOr("drain_every", t.drain_every, "auto");
+    j.FieldOr("unrecoverable_rate_per_hour", t.uncovered_rate, "derived");
     j.Field("system_loss_mtbf_hours", t.system_loss_mtbf_hours);
     j.EndObject();
   }

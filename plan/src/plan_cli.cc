@@ -7,6 +7,7 @@
 #include <system_error>
 #include <vector>
 
+#include "dlckpt/base/strings.h"
 #include "dlckpt/plan/plan.h"
 
 namespace dlckpt::plan {
@@ -39,19 +40,9 @@ Result<int64_t> Integer(std::string_view flag, std::string_view v, int64_t min) 
   return i;
 }
 
-std::vector<std::string_view> SplitList(std::string_view s) {
-  std::vector<std::string_view> out;
-  for (;;) {
-    const size_t pos = s.find(',');
-    out.push_back(s.substr(0, pos));
-    if (pos == std::string_view::npos) return out;
-    s.remove_prefix(pos + 1);
-  }
-}
-
 Result<std::vector<double>> NumberList(std::string_view flag, std::string_view v) {
   std::vector<double> out;
-  for (std::string_view item : SplitList(v)) {
+  for (std::string_view item : Split(v, ',')) {
     DLCKPT_ASSIGN_OR_RETURN(double d, Number(flag, item, /*allow_zero=*/true));
     out.push_back(d);
   }
@@ -277,7 +268,7 @@ Result<CliOptions> ParseCommandLine(std::span<const std::string> args) {
       model_flag = std::string(flag);
     } else if (flag == "--reduce-coeffs") {
       DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
-      const std::vector<std::string_view> ab = SplitList(v);
+      const std::vector<std::string_view> ab = Split(v, ',');
       if (ab.size() != 2) return Bad(flag, v, "two numbers A,B");
       DLCKPT_ASSIGN_OR_RETURN(ch7.reduce_a, Number(flag, ab[0], true, /*allow_negative=*/true));
       DLCKPT_ASSIGN_OR_RETURN(ch7.reduce_b, Number(flag, ab[1], true, /*allow_negative=*/true));
@@ -328,7 +319,7 @@ Result<CliOptions> ParseCommandLine(std::span<const std::string> args) {
     } else if (flag == "--spares-per-group") {
       DLCKPT_ASSIGN_OR_RETURN(std::string_view v, take());
       req.spares_per_group.clear();
-      for (std::string_view item : SplitList(v)) {
+      for (std::string_view item : Split(v, ',')) {
         DLCKPT_ASSIGN_OR_RETURN(int64_t r, Integer(flag, item, 1));
         req.spares_per_group.push_back(r);
       }

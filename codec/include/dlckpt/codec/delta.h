@@ -98,9 +98,6 @@ void CopyRanges(std::span<const uint8_t> old_parity, std::span<const ByteRange> 
 // The parts of `a` outside `b` (both sorted and disjoint), sorted.
 std::vector<ByteRange> SubtractRanges(std::span<const ByteRange> a, std::span<const ByteRange> b);
 
-// out = a xor b over len bytes (any alignment).
-void Xor2(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t len);
-
 }  // namespace dlckpt::codec
 
 #endif  // DLCKPT_CODEC_DELTA_H_

@@ -142,7 +142,9 @@ class ErasureCode final {
 // Human-readable chunk list for messages: "data 0, data 3, parity 1".
 std::string DescribeChunks(std::span<const int> chunks, int n);
 
-// dst[0..len) ^= src[0..len) (any alignment).
+// out = a xor b over len bytes (any alignment; out may be a or b).
+void Xor2(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t len);
+// dst[0..len) ^= src[0..len) (any alignment): Xor2(dst, dst, src, len).
 void XorInto(uint8_t* dst, const uint8_t* src, size_t len);
 
 }  // namespace dlckpt::codec

@@ -92,6 +92,9 @@ class Reader {
 
  private:
   Status Need(size_t n) const;
+  // A little-endian integer of sizeof(T) bytes.
+  template <class T>
+  Status Fixed(T* v);
   std::string_view data_;
   size_t pos_ = 0;
   std::string what_;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,13 @@ std::string MountUsage();
 void PrintMountHelp();
 // "dlckpt-fuse <version> (libfuse <version>)".
 std::string VersionString();
+
+// The file system type ("fuse.dlckpt", "tmpfs"; "" if the entry has none)
+// of the mount on `real_path`, an absolute path without symbolic links (as
+// realpath gives it), from the first entry of /proc/self/mountinfo whose
+// mount point (octal escapes such as \040 undone) is that path; nullopt when
+// nothing is mounted there or mountinfo cannot be read.
+std::optional<std::string> MountedType(const std::string& real_path);
 
 // Refuses a mount point that is missing, not a directory, or already a mount
 // point (an error naming the path and the reason).

@@ -7,22 +7,20 @@
 # the spare. dlckpt-run's summary gives the phases; this prints one line per
 # run and the medians per build and size.
 #
-# usage: bench/recovery_phases.sh [--bin DIR] [--compare DIR] [--sizes "64 256"] [--reps N]
-#   --bin DIR      the build's bin directory (default build/bin)
-#   --compare DIR  another bin directory, run alternately with --bin (e.g. a
-#                  copy of the previous build), named "base" in the output
+# usage: bench/recovery_phases.sh [BIN [BASE_BIN]]
+#   BIN       the build's bin directory (default build/bin), named "new"
+#   BASE_BIN  another bin directory (e.g. a copy of the previous build), run
+#             alternately with BIN and named "base"
+# environment: SIZES (MiB per rank, default "64 256"), REPS (default 3).
 set -u
-bin=build/bin; compare=""; sizes="64 256"; reps=3
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --bin) bin=$2; shift 2 ;;
-    --compare) compare=$2; shift 2 ;;
-    --sizes) sizes=$2; shift 2 ;;
-    --reps) reps=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "recovery_phases.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-  esac
-done
+case "${1:-}" in
+  -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "recovery_phases.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
+bin=${1:-build/bin}
+compare=${2:-}
+sizes=${SIZES:-64 256}
+reps=${REPS:-3}
 out=$(mktemp -d /tmp/dlckpt-recphase.XXXXXX)
 job=rph$$
 cleanup() {

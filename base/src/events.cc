@@ -167,13 +167,6 @@ void FormatArg(char a, const Event& e, std::string* out) {
   }
 }
 
-Event Of(Kind k, uint64_t epoch = 0) {
-  Event e;
-  e.kind = k;
-  e.epoch = epoch;
-  return e;
-}
-
 }  // namespace
 
 Source Event::source() const { return SpecOf(kind).source; }
@@ -181,110 +174,50 @@ Source Event::source() const { return SpecOf(kind).source; }
 std::string_view SourceName(Source s) { return s == Source::kApp ? "app" : "codec"; }
 std::string_view KindName(Kind k) { return SpecOf(k).name; }
 
-Event Init(uint64_t restarted_epoch) { return Of(Kind::kInit, restarted_epoch); }
-Event WriteBegin(uint64_t epoch, int rank) {
-  Event e = Of(Kind::kWriteBegin, epoch);
-  e.rank = rank;
-  return e;
+// One line per kind; a text loses its newlines (an event is one line).
+std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n') c = ' ';
+  }
+  return s;
 }
-Event CkptBegin(uint64_t epoch) { return Of(Kind::kCkptBegin, epoch); }
-Event CkptCommit(uint64_t epoch, int code) {
-  Event e = Of(Kind::kCkptCommit, epoch);
-  e.code = code;
-  return e;
-}
+
+Event Init(uint64_t restarted_epoch) { return {.kind = Kind::kInit, .epoch = restarted_epoch}; }
+Event WriteBegin(uint64_t epoch, int rank) { return {.kind = Kind::kWriteBegin, .epoch = epoch, .rank = rank}; }
+Event CkptBegin(uint64_t epoch) { return {.kind = Kind::kCkptBegin, .epoch = epoch}; }
+Event CkptCommit(uint64_t epoch, int code) { return {.kind = Kind::kCkptCommit, .epoch = epoch, .code = code}; }
 Event CkptRefused(uint64_t epoch, int rank, std::string why) {
-  Event e = Of(Kind::kCkptRefused, epoch);
-  e.rank = rank;
-  for (char& c : why) {
-    if (c == '\n') c = ' ';
-  }
-  e.text = std::move(why);
-  return e;
+  return {.kind = Kind::kCkptRefused, .epoch = epoch, .rank = rank, .text = OneLine(std::move(why))};
 }
-Event CkptWait(uint64_t epoch, double seconds) {
-  Event e = Of(Kind::kCkptWait, epoch);
-  e.seconds = seconds;
-  return e;
-}
-Event CkptEnd(uint64_t epoch, int code) {
-  Event e = Of(Kind::kCkptEnd, epoch);
-  e.code = code;
-  return e;
-}
-Event DrainBegin(uint64_t epoch, int rank) {
-  Event e = Of(Kind::kDrainBegin, epoch);
-  e.rank = rank;
-  return e;
-}
-Event DrainSkip(uint64_t epoch, int rank) {
-  Event e = Of(Kind::kDrainSkip, epoch);
-  e.rank = rank;
-  return e;
-}
+Event CkptWait(uint64_t epoch, double seconds) { return {.kind = Kind::kCkptWait, .epoch = epoch, .seconds = seconds}; }
+Event CkptEnd(uint64_t epoch, int code) { return {.kind = Kind::kCkptEnd, .epoch = epoch, .code = code}; }
+Event DrainBegin(uint64_t epoch, int rank) { return {.kind = Kind::kDrainBegin, .epoch = epoch, .rank = rank}; }
+Event DrainSkip(uint64_t epoch, int rank) { return {.kind = Kind::kDrainSkip, .epoch = epoch, .rank = rank}; }
 Event DrainEnd(uint64_t epoch, int rank, int code, uint64_t bytes, double seconds, bool published) {
-  Event e = Of(Kind::kDrainEnd, epoch);
-  e.rank = rank;
-  e.code = code;
-  e.bytes = bytes;
-  e.seconds = seconds;
-  e.published = published;
-  return e;
+  return {.kind = Kind::kDrainEnd, .epoch = epoch, .code = code, .rank = rank, .bytes = bytes, .seconds = seconds,
+          .published = published};
 }
-Event Ready(uint64_t generation) {
-  Event e = Of(Kind::kReady);
-  e.generation = generation;
-  return e;
-}
-Event Protection(std::string what) {
-  Event e = Of(Kind::kProtection);
-  for (char& c : what) {
-    if (c == '\n') c = ' ';
-  }
-  e.text = std::move(what);
-  return e;
-}
+Event Ready(uint64_t generation) { return {.kind = Kind::kReady, .generation = generation}; }
+Event Protection(std::string what) { return {.kind = Kind::kProtection, .text = OneLine(std::move(what))}; }
 Event Warmup(std::string node, double seconds, double waited) {
-  Event e = Of(Kind::kWarmup);
-  e.node = std::move(node);
-  e.seconds = seconds;
-  e.waited = waited;
-  return e;
+  return {.kind = Kind::kWarmup, .node = std::move(node), .seconds = seconds, .waited = waited};
 }
-Event EncodeBegin(uint64_t epoch) { return Of(Kind::kEncodeBegin, epoch); }
+Event EncodeBegin(uint64_t epoch) { return {.kind = Kind::kEncodeBegin, .epoch = epoch}; }
 Event EncodeDelta(uint64_t epoch, uint32_t groups_delta, uint32_t groups, uint64_t bytes, uint64_t total) {
-  Event e = Of(Kind::kEncodeDelta, epoch);
-  e.groups_delta = groups_delta;
-  e.groups = groups;
-  e.bytes = bytes;
-  e.total = total;
-  return e;
+  return {.kind = Kind::kEncodeDelta, .epoch = epoch, .total = total, .bytes = bytes, .groups_delta = groups_delta,
+          .groups = groups};
 }
 Event EncodeProgress(uint64_t epoch, uint64_t done, uint64_t total, double seconds) {
-  Event e = Of(Kind::kEncodeProgress, epoch);
-  e.done = done;
-  e.total = total;
-  e.seconds = seconds;
-  return e;
+  return {.kind = Kind::kEncodeProgress, .epoch = epoch, .done = done, .total = total, .seconds = seconds};
 }
-Event EncodeEnd(uint64_t epoch, int code) {
-  Event e = Of(Kind::kEncodeEnd, epoch);
-  e.code = code;
-  return e;
-}
-Event RecoverBegin(uint64_t epoch) { return Of(Kind::kRecoverBegin, epoch); }
-Event RebuildBegin(uint64_t epoch) { return Of(Kind::kRebuildBegin, epoch); }
+Event EncodeEnd(uint64_t epoch, int code) { return {.kind = Kind::kEncodeEnd, .epoch = epoch, .code = code}; }
+Event RecoverBegin(uint64_t epoch) { return {.kind = Kind::kRecoverBegin, .epoch = epoch}; }
+Event RebuildBegin(uint64_t epoch) { return {.kind = Kind::kRebuildBegin, .epoch = epoch}; }
 Event RebuildProgress(uint64_t epoch, std::string node, uint64_t done, uint64_t total, double seconds) {
-  Event e = EncodeProgress(epoch, done, total, seconds);
-  e.kind = Kind::kRebuildProgress;
-  e.node = std::move(node);
-  return e;
+  return {.kind = Kind::kRebuildProgress, .epoch = epoch, .node = std::move(node), .done = done, .total = total,
+          .seconds = seconds};
 }
-Event RecoverEnd(uint64_t epoch, int code) {
-  Event e = Of(Kind::kRecoverEnd, epoch);
-  e.code = code;
-  return e;
-}
+Event RecoverEnd(uint64_t epoch, int code) { return {.kind = Kind::kRecoverEnd, .epoch = epoch, .code = code}; }
 
 std::string Format(const Event& e) {
   const Spec& s = SpecOf(e.kind);

@@ -32,12 +32,13 @@ struct GroupInfo {
   uint8_t scheme = 0;
 };
 
-// The parity objects of one (epoch, generation).
+// The parity objects of one encoding: its groups by number, how many groups
+// it has (all of them complete = the codec's DONE), and its (epoch,
+// generation).
 struct Encoding {
-  uint64_t epoch = 0;
-  uint64_t generation = 0;
-  uint32_t ngroups = 0;
   std::map<uint32_t, GroupInfo> groups;
+  uint32_t ngroups = 0;
+  uint64_t epoch = 0, generation = 0;
 };
 
 // What the survey found alive, over every live node.

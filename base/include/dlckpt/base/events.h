@@ -68,12 +68,12 @@ struct Event {
   uint64_t generation = 0;
   int code = 0;     // a Status code (errno), 0 for success
   int rank = 0;
-  std::string node;
+  std::string node{};
   uint64_t done = 0, total = 0, bytes = 0;
   uint32_t groups_delta = 0, groups = 0;
   double seconds = 0, waited = 0;
   bool published = false;
-  std::string text;  // one line; may contain spaces
+  std::string text{};  // one line; may contain spaces
 
   Source source() const;
   bool ok() const { return code == 0; }

@@ -80,6 +80,13 @@ const char* SchemeName(Scheme scheme) {
   return scheme == Scheme::kXor ? "xor" : "reed-solomon";
 }
 
+uint8_t SchemeByte(Scheme scheme) { return scheme == Scheme::kXor ? 0 : 1; }
+
+Result<Scheme> SchemeFromByte(uint8_t byte) {
+  if (byte > 1) return Status::Corruption("erasure scheme " + std::to_string(byte) + " is neither xor (0) nor reed-solomon (1)");
+  return byte == 0 ? Scheme::kXor : Scheme::kReedSolomon;
+}
+
 std::string DescribeChunks(std::span<const int> chunks, int n) {
   std::string out;
   for (int c : chunks) {

@@ -132,7 +132,7 @@ DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::M
   }
   for (const auto& s : g.spares) {
     const DeltaInfo& inf = infos[static_cast<size_t>(s.codec_rank)];
-    bool same = inf.have_kept && inf.scheme == (g.scheme() == Scheme::kXor ? 0 : 1) &&
+    bool same = inf.have_kept && inf.scheme == SchemeByte(g.scheme()) &&
                 inf.k == static_cast<uint32_t>(g.k()) && inf.kept_members.size() == g.data.size();
     for (size_t i = 0; same && i < g.data.size(); ++i) {
       const auto& km = inf.kept_members[i];

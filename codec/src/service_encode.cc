@@ -94,13 +94,21 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   }
 
   const internal::DeltaMode delta_mode = internal::DeltaModeFromEnv();
+  // Each group's delta plan, made once: rank 0 (of group 0) plans every
+  // group to report which update their parity from deltas
+  // (events::EncodeDelta); the others only their own.
+  std::vector<internal::DeltaPlan> plans(layout_.groups.size());
+  for (size_t i = 0; i < layout_.groups.size(); ++i) {
+    const Group& g = layout_.groups[i];
+    const bool mine = role_.kind != RoleKind::kStandby && static_cast<size_t>(role_.group) == i;
+    if (rank_ == 0 || mine) {
+      plans[i] = internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
+    }
+  }
   if (rank_ == 0) {
-    // Which groups update their parity from deltas (events::EncodeDelta).
     int use = 0;
     uint64_t packed = 0, length = 0;
-    for (const Group& g : layout_.groups) {
-      internal::DeltaPlan p =
-          internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
+    for (const internal::DeltaPlan& p : plans) {
       use += p.use ? 1 : 0;
       packed += p.use ? RangeBytes(p.ranges) : p.length;
       length += p.length;
@@ -120,7 +128,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       info.group = static_cast<uint32_t>(g.id);
       info.k = static_cast<uint32_t>(g.k());
       info.ngroups = static_cast<uint32_t>(layout_.groups.size());
-      info.scheme = g.scheme() == Scheme::kXor ? 0 : 1;
+      info.scheme = SchemeByte(g.scheme());
       for (const auto& d : g.data) info.members.push_back(records[static_cast<size_t>(d.codec_rank)]);
       struct ParitySink final : OutputSink {
         ParitySlots* slots;
@@ -136,8 +144,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       sink.keep = keep;
       std::string label = "group " + std::to_string(g.id) + " encode of epoch " + std::to_string(epoch);
       double t_run = Now();
-      internal::DeltaPlan plan =
-          internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
+      const internal::DeltaPlan& plan = plans[static_cast<size_t>(role_.group)];
       if (plan.use) {
         run_status = RunDelta(g, **code, plan, info, keep, label, extents);
       } else {

@@ -175,7 +175,8 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
     targets.push_back(rank_of_node_.at(t.target_node));
   }
   const std::string label = "group " + std::to_string(g) + " rebuild of epoch " + std::to_string(e);
-  auto code = ErasureCode::Create(info.scheme == 0 ? Scheme::kXor : Scheme::kReedSolomon, n, k);
+  auto scheme = SchemeFromByte(info.scheme);
+  auto code = scheme.ok() ? ErasureCode::Create(*scheme, n, k) : Result<std::shared_ptr<const ErasureCode>>(scheme.status());
   if (!code.ok()) return c_->Agree(code.status(), label);
   auto spec = RebuildSpec(**code, chunk_ranks, wanted, targets, label);
   if (!spec.ok()) return c_->Agree(spec.status(), label);

@@ -73,7 +73,7 @@ void Service::StartWarmup(uint64_t slot_bytes) {
     shape.group = static_cast<uint32_t>(g.id);
     shape.k = static_cast<uint32_t>(g.k());
     shape.ngroups = static_cast<uint32_t>(layout_.groups.size());
-    shape.scheme = g.scheme() == Scheme::kXor ? 0 : 1;
+    shape.scheme = SchemeByte(g.scheme());
     shape.generation = cfg_.generation;
     for (const auto& d : g.data) {
       protocol::MemberRecord m{d.node, {}, {}};

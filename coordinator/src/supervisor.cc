@@ -245,7 +245,7 @@ void InstallSignalHandlers() {
 bool Supervisor::Terminating() { return g_signal.load() != 0; }
 int Supervisor::TerminationSignals() { return g_signals.load(); }
 
-Supervisor::Supervisor(Options options) : o_(std::move(options)), rng_(o_.seed) {}
+Supervisor::Supervisor(Options options) : o_(std::move(options)) { faults_.rng.seed(o_.seed); }
 
 Supervisor::~Supervisor() {
   if (lock_fd_ >= 0) close(lock_fd_);
@@ -375,8 +375,8 @@ Status Supervisor::Setup() {
     }
   }
   for (int r = 0; r < o_.nodes * o_.ranks_per_node; ++r) placement_[r] = nodes_[r / o_.ranks_per_node];
-  kill_at_.assign(o_.kills.size(), -1);
-  kill_done_.assign(o_.kills.size(), false);
+  faults_.kill_at.assign(o_.kills.size(), -1);
+  faults_.kill_done.assign(o_.kills.size(), false);
   for (const auto& k : o_.kills) {
     if (k.ranks) continue;
     for (const auto& n : k.nodes) {
@@ -511,7 +511,7 @@ Status Supervisor::LaunchCodec() {
   bool hold_encode = false, hold_rebuild = false;
   for (size_t i = 0; i < o_.kills.size(); ++i) {
     const KillSpec& k = o_.kills[i];
-    if (kill_done_[i]) continue;
+    if (faults_.kill_done[i]) continue;
     if (k.at.kind == KillTrigger::kEncode && !hold_encode) {
       env.push_back("DLCKPT_CODEC_HOLD_ENCODE=" + std::to_string(k.at.epoch) + ":" + Fixed(k.at.delay + 1.0, 3));
       hold_encode = true;
@@ -633,8 +633,8 @@ Supervisor::Outcome Supervisor::Monitor(int* app_status) {
 }
 
 void Supervisor::TearDownJobs() {
-  Signal(frozen_, SIGKILL);
-  frozen_.clear();
+  Signal(faults_.frozen, SIGKILL);
+  faults_.frozen.clear();
   codec_.reset();
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
   heartbeat_failure_ = false;
@@ -759,8 +759,8 @@ int Supervisor::Terminate() {
   codec_.reset();
   if (heartbeat_) heartbeat_->Expect(generation_, {}, Env::Default()->NowNanos());
   // Virtual nodes powered off by us: their stopped processes die at once.
-  Signal(frozen_, SIGKILL);
-  frozen_.clear();
+  Signal(faults_.frozen, SIGKILL);
+  faults_.frozen.clear();
   // Everything of the job: the process groups of every job launched (the
   // application, the codec, a halt's drain), and every process with the job's
   // environment. (Hydra's proxies and ranks each sit in a session of their
@@ -813,171 +813,6 @@ int Supervisor::Run() {
 
 void Supervisor::ClaimEnd(int exit_code) {
   if (!ClaimEndFor(exit_code)) AwaitWatchdog();
-}
-
-int Supervisor::RunJob() {
-  run_start_ = Now();
-  // The job's lock first: a job id in use by another run is refused before
-  // anything of that job (its stores, run directory, processes) is touched.
-  Status s = LockRunDir();
-  if (!s.ok()) {
-    Log(s.message());
-    if (made_run_dir_ && lock_fd_ < 0) rmdir(run_dir_.c_str());
-    return s.code() == EBUSY ? kExitJobBusy : kExitSetup;
-  }
-  s = CheckProgram();
-  if (s.ok()) s = Setup();
-  if (!s.ok()) {
-    Log(s.ToString());
-    // Nothing was launched: the run directory holds the lock and, if any, the events.
-    if (made_run_dir_) {
-      std::error_code ec;
-      fs::remove_all(run_dir_, ec);
-    } else {
-      unlink((run_dir_ + "/lock").c_str());
-    }
-    return kExitSetup;
-  }
-  if (Terminating()) return Terminate();
-  s = PrepareRestartFrom();
-  if (!s.ok()) {
-    Log(s.message());
-    std::error_code ec;
-    if (made_run_dir_) fs::remove_all(run_dir_, ec);
-    return kExitSetup;
-  }
-  s = LaunchCodec();
-  if (s.ok() && !Terminating()) s = LaunchApp();
-  // Timed and random failures count from the application's launch.
-  start_ = Now();
-  if (Terminating()) return Terminate();
-  if (!s.ok()) {
-    Log(s.ToString());
-    TearDownJobs();
-    if (Terminating()) return Terminate();
-    return Finish(kExitSetup);
-  }
-  Log("job " + o_.job + ": " + std::to_string(o_.nodes) + " data node(s) x " +
-      std::to_string(o_.ranks_per_node) + " rank(s), " + std::to_string(o_.spares) + " spare(s), " +
-      o_.scheme + " with " + std::to_string(o_.spares_per_group) + " parity per group of " +
-      std::to_string(o_.group_size) + "; run directory " + run_dir_);
-  int failures_without_progress = 0;
-  for (;;) {
-    int app_status = 0;
-    int checkpoints_before = checkpoints_;
-    size_t kills_before = kills_log_.size();
-    Outcome out = Monitor(&app_status);
-    if (out == Outcome::kTerminated) return Terminate();
-    if (out == Outcome::kDone) {
-      StopCodec();
-      TearDownJobs();
-      if (Terminating()) return Terminate();
-      if (!app_initialised_ && checkpoints_ == 0) {
-        Log("warning: the application never called dlckpt_init, so nothing was checkpointed: link it with "
-            "dlckpt (CMake: dlckpt::api and dlckpt_intercept(); see README.md) or run it with --preload");
-        return Finish(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1,
-                      "the application never called dlckpt_init");
-      }
-      return Finish(WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1);
-    }
-    if (out == Outcome::kHalt) return Halt("--halt-seconds " + Fixed(o_.halt_seconds, 0));
-    if (out == Outcome::kTimeout) {
-      Log("--timeout " + Fixed(o_.timeout, 0) + " s reached; stopping the job");
-      TearDownJobs();
-      if (Terminating()) return Terminate();
-      return Finish(124);
-    }
-    // A failure.
-    RecoveryTimes t;
-    t.detection = last_kill_ >= 0 ? Now() - last_kill_ : 0;
-    bool injected = kills_log_.size() > kills_before || last_kill_ >= 0;
-    if (injected && o_.launcher == "mpiexec") {
-      Log("(a \"BAD TERMINATION\" report of mpiexec above is about the ranks of the node killed on purpose)");
-    }
-    if (!injected && !heartbeat_failure_ && dead_.empty() && !app_initialised_ && checkpoints_ == 0 &&
-        !codec_exited_) {
-      // The application failed on its own before it ever reached dlckpt: no
-      // node was lost and there is nothing to recover.
-      Log("the application failed before dlckpt_init (" + DescribeStatus(app_status) +
-          "), with no node lost: not a node failure, nothing to recover (if it writes its checkpoints "
-          "under /dlckpt, link it with dlckpt or run it with --preload)");
-      StopCodec();
-      TearDownJobs();
-      if (Terminating()) return Terminate();
-      const bool app_failed = WIFEXITED(app_status) && WEXITSTATUS(app_status) != 0;
-      return Finish(app_failed ? WEXITSTATUS(app_status) : 1);
-    }
-    double t_teardown = Now();
-    TearDownJobs();
-    if (Terminating()) return Terminate();
-    t.teardown = Now() - t_teardown;
-    if (checkpoints_ == checkpoints_before && !injected) {
-      if (++failures_without_progress >= 2) {
-        Log("the application failed twice without a node loss and without progress; giving up");
-        // The application's own failure status, else 1 (it may have ended well
-        // while the codec job failed, or not have ended at all).
-        const bool app_failed = WIFEXITED(app_status) && WEXITSTATUS(app_status) != 0;
-        return Finish(app_failed ? WEXITSTATUS(app_status) : 1);
-      }
-    } else {
-      failures_without_progress = 0;
-    }
-    last_kill_ = -1;
-    for (;;) {
-      ++recoveries_started_;
-      if (recoveries_started_ > o_.max_recoveries) {
-        Log("recovery limit reached (--max-recoveries " + std::to_string(o_.max_recoveries) + ")");
-        return Finish(kExitTooManyRecoveries);
-      }
-      in_recovery_ = true;
-      int code = 0;
-      s = Recover(&t, &code);
-      in_recovery_ = false;
-      if (Terminating()) return Terminate();
-      if (s.ok()) break;
-      if (code == kExitUnrecoverable) {
-        Log(s.message());
-        StopCodec();  // the survivors' codec processes remove their stores (unless --keep)
-        TearDownJobs();
-        if (Terminating()) return Terminate();
-        if (o_.persist.empty()) {
-          Log("no --persist DIR: no drained epoch to restart from");
-          return Finish(kExitUnrecoverable);
-        }
-        Status r = RestartFromDrained(&t);
-        if (Terminating()) return Terminate();
-        if (!r.ok()) {
-          Log(r.message());
-          TearDownJobs();
-          return Finish(kExitUnrecoverable);
-        }
-        break;
-      }
-      Log("recovery failed: " + s.ToString());
-      bool another_failure = last_kill_ >= 0;
-      TearDownJobs();
-      if (Terminating()) return Terminate();
-      if (!another_failure) return Finish(kExitSetup);
-      Log("a node failed during the recovery; starting over");
-      t.detection += Now() - last_kill_;
-      last_kill_ = -1;
-    }
-    double t_launch = Now();
-    s = LaunchApp();
-    if (s.ok()) s = WaitForAppInit(300);
-    if (Terminating()) return Terminate();
-    if (!s.ok()) {
-      Log("relaunch failed: " + s.ToString());
-      if (last_kill_ < 0) {
-        TearDownJobs();
-        if (Terminating()) return Terminate();
-        return Finish(kExitSetup);
-      }
-      continue;  // a failure injected right at relaunch: handled by the next round
-    }
-    t.relaunch = Now() - t_launch;
-    recoveries_.push_back(t);
-  }
 }
 
 }  // namespace dlckpt::run

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -66,7 +67,18 @@ class Supervisor {
   };
   enum class Outcome { kDone, kFailure, kTimeout, kTerminated, kHalt };
 
+  // The course of the run (supervisor_run.cc). A Step returns the run's
+  // exit code where the run ends, else nothing: the next step follows, or
+  // Terminate() after a signal.
+  using Step = std::optional<int>;
   int RunJob();
+  Step StartJob();
+  // Monitors one round; recovers and relaunches after a failure.
+  Step RunRound(int* failures_without_progress);
+  Step AppEnded(int app_status);
+  Step RecoverAndRelaunch(RecoveryTimes t);
+  // Terminate() after a signal, else Finish(exit_code, note).
+  int EndUnlessSignalled(int exit_code, const std::string& note = "");
   // Creates (or checks) the run directory and takes the job's lock in it,
   // held until the process exits. EBUSY when another process holds it.
   Status LockRunDir();
@@ -82,7 +94,8 @@ class Supervisor {
   Status LaunchCodec();
   Status LaunchApp();
   Outcome Monitor(int* app_status);
-  // Follows events and injection timers; returns true if a kill happened.
+  // Follows events, injection timers and heartbeats (a silent node is
+  // fenced); called from every wait.
   void Tick();
   void HandleEvent(const events::Event& e);
   void ScheduleKill(size_t spec, double at);
@@ -94,12 +107,15 @@ class Supervisor {
   // and parity unless --keep) and waits up to 30 s for the codec job to end.
   void StopCodec();
   void TearDownJobs();
-  // Survey, decide, rebuild. Sets *fatal for errors that end the run.
+  // Relaunches the codec, surveys, decides (recovery::Decide) and has the
+  // codec execute the plan; fills t's survey and rebuild times. On an error
+  // that no retry mends (no epoch is recoverable) sets *exit_code to
+  // kExitUnrecoverable.
   Status Recover(RecoveryTimes* t, int* exit_code);
   Status WaitForAppInit(double timeout);
-  // The codec's reply to a command sent, within timeout seconds; follows events,
-  // injections and heartbeats meanwhile (a node powered off during it is noticed).
-  // Run while a request to the codec waits: follows the jobs; an error ends the wait.
+  // Run while a request to the codec waits: follows events, injections and
+  // heartbeats (a node powered off during it is noticed); an error (a
+  // signal, a silent node, the codec job's end) ends the wait.
   Status WhileWaiting();
   void Cleanup(int exit_code);
   void PrintSummary(int exit_code, const std::string& note = "");
@@ -165,34 +181,42 @@ class Supervisor {
   bool heartbeat_failure_ = false;  // a node went silent: the jobs will not end by themselves
   bool codec_exited_ = false;       // the codec job ended (reaped by Tick)
   int codec_status_ = 0;
-  std::vector<pid_t> frozen_;       // stopped processes of powered-off virtual nodes
 
   double run_start_ = 0;     // dlckpt-run started the jobs
   double start_ = 0;         // first application launch
-  double last_kill_ = -1;    // time of the last injected kill
-  std::vector<double> kill_at_;  // per KillSpec: scheduled time, or -1
-  std::vector<bool> kill_done_;
-  double next_random_kill_ = -1;
-  int random_kills_ = 0;
-  std::mt19937_64 rng_;
   bool in_recovery_ = false;
   int recoveries_started_ = 0;
   bool app_initialised_ = false;
   double app_init_time_ = 0;
 
-  int checkpoints_ = 0;      // protected (ckpt-end 0)
-  int committed_ = 0;        // committed (ckpt-commit 0)
-  std::vector<uint64_t> refused_;  // epochs whose commit failed (ckpt-commit E != 0), per round
-  std::string refused_why_;        // the first refusal: "rank R: <the store's message>"
-  double backpressure_s_ = 0;  // waits of checkpoints for the previous encode (ckpt-wait)
-  uint64_t last_epoch_ = 0;
-  std::vector<RecoveryTimes> recoveries_;
-  std::vector<std::string> kills_log_;
 
   std::string restore_dir_;          // the next application launch restores from this epoch
-  std::set<uint64_t> drained_;       // epochs published as complete drains
-  int drains_skipped_ = 0, drains_failed_ = 0;
   std::string halt_note_;            // what HaltDrain achieved, for the summary
+
+  // What the summary reports (supervisor_end.cc), counted from the events.
+  struct Stats {
+    int checkpoints = 0;             // protected (events::CkptEnd with code 0)
+    int committed = 0;               // committed (events::CkptCommit with code 0)
+    std::vector<uint64_t> refused;   // epochs whose commit failed, one per round
+    std::string refused_why;         // the first refusal: "rank R: <the store's message>"
+    double backpressure_s = 0;       // waits of checkpoints for the previous encode (events::CkptWait)
+    uint64_t last_epoch = 0;         // the newest protected epoch
+    std::vector<RecoveryTimes> recoveries;
+    std::set<uint64_t> drained;      // epochs published as complete drains
+    int drains_skipped = 0, drains_failed = 0;
+  } stats_;
+  // Failure injection (supervisor_faults.cc): --kill-node/--crash-rank
+  // triggers, --mtbf random kills, and what was done.
+  struct Faults {
+    double last_kill = -1;            // time of the last injected kill, until a recovery starts
+    std::vector<double> kill_at;      // per KillSpec: scheduled time, or -1
+    std::vector<bool> kill_done;
+    double next_random_kill = -1;
+    int random_kills = 0;
+    std::mt19937_64 rng;
+    std::vector<std::string> log;     // every kill, for the summary
+    std::vector<pid_t> frozen;        // stopped processes of powered-off virtual nodes
+  } faults_;
   // Long encodes and rebuilds the codec reports (kEncodeProgress,
   // kRebuildProgress), keyed "<kind name> EPOCH NODE" (no node for an
   // encode). Per key: the total, and the reporter (its clock: progress_seconds_, the

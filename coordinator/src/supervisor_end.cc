@@ -73,55 +73,55 @@ void Supervisor::Cleanup(int exit_code) {
 void Supervisor::PrintSummary(int exit_code, const std::string& note) {
   std::ostringstream os;
   os << "dlckpt-run: summary of job " << o_.job << ": exit " << exit_code << (note.empty() ? "" : " (" + note + ")")
-     << "; " << checkpoints_
-     << " checkpoint(s)" << (last_epoch_ ? " (last epoch " + std::to_string(last_epoch_) + ")" : "");
+     << "; " << stats_.checkpoints
+     << " checkpoint(s)" << (stats_.last_epoch ? " (last epoch " + std::to_string(stats_.last_epoch) + ")" : "");
   // Asynchronous encode (chosen here, or by the application through the API,
   // which shows in its waits for earlier encodes): an epoch is committed
   // first, protected later. A synchronous checkpoint is protected when it
   // returns: one committed and never protected had its encode cut short (a
   // failure, a signal) or failed.
-  if (o_.encode == "async" || backpressure_s_ > 0) {
-    os << "; async encode: " << committed_ << " committed, " << checkpoints_ << " protected"
-       << (last_epoch_ ? " (newest protected epoch " + std::to_string(last_epoch_) + ")" : "") << ", waited "
-       << Fixed(backpressure_s_, 3) << " s for earlier encodes";
-  } else if (committed_ > checkpoints_) {
-    const int cut = committed_ - checkpoints_;
-    os << "; checkpoints: " << committed_ << " committed, " << checkpoints_ << " protected; " << cut
+  if (o_.encode == "async" || stats_.backpressure_s > 0) {
+    os << "; async encode: " << stats_.committed << " committed, " << stats_.checkpoints << " protected"
+       << (stats_.last_epoch ? " (newest protected epoch " + std::to_string(stats_.last_epoch) + ")" : "") << ", waited "
+       << Fixed(stats_.backpressure_s, 3) << " s for earlier encodes";
+  } else if (stats_.committed > stats_.checkpoints) {
+    const int cut = stats_.committed - stats_.checkpoints;
+    os << "; checkpoints: " << stats_.committed << " committed, " << stats_.checkpoints << " protected; " << cut
        << (cut == 1 ? " encode was" : " encodes were") << " cut short or failed";
   }
-  if (!refused_.empty()) {
+  if (!stats_.refused.empty()) {
     std::vector<std::string> r;
-    for (uint64_t e : refused_) r.push_back(std::to_string(e));
-    os << "; " << refused_.size() << " checkpoint(s) refused at commit (epoch(s) " << Join(r, ", ") << "), "
-       << (last_epoch_ ? "epoch " + std::to_string(last_epoch_) + " is the newest protected" : "none protected");
+    for (uint64_t e : stats_.refused) r.push_back(std::to_string(e));
+    os << "; " << stats_.refused.size() << " checkpoint(s) refused at commit (epoch(s) " << Join(r, ", ") << "), "
+       << (stats_.last_epoch ? "epoch " + std::to_string(stats_.last_epoch) + " is the newest protected" : "none protected");
   }
   if (!o_.persist.empty()) {
     std::vector<std::string> d;
-    for (uint64_t e : drained_) d.push_back(std::to_string(e));
+    for (uint64_t e : stats_.drained) d.push_back(std::to_string(e));
     os << "; drained to " << o_.persist << ": " << (d.empty() ? "none" : "epoch(s) " + Join(d, ", "));
-    if (drains_skipped_ > 0) os << ", " << drains_skipped_ << " skipped (previous drain still running)";
-    if (drains_failed_ > 0) os << ", " << drains_failed_ << " rank drain(s) failed";
+    if (stats_.drains_skipped > 0) os << ", " << stats_.drains_skipped << " skipped (previous drain still running)";
+    if (stats_.drains_failed > 0) os << ", " << stats_.drains_failed << " rank drain(s) failed";
   }
   os
-     << "; " << recoveries_.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
-  if (!refused_why_.empty()) os << "dlckpt-run:   checkpoint refused: " << refused_why_ << "\n";
-  for (const auto& k : kills_log_) os << "dlckpt-run:   node killed: " << k << "\n";
-  for (size_t i = 0; i < o_.kills.size() && i < kill_done_.size(); ++i) {
-    if (kill_done_[i]) continue;
+     << "; " << stats_.recoveries.size() << " recovery(ies); " << Fixed(Now() - run_start_, 1) << " s\n";
+  if (!stats_.refused_why.empty()) os << "dlckpt-run:   checkpoint refused: " << stats_.refused_why << "\n";
+  for (const auto& k : faults_.log) os << "dlckpt-run:   node killed: " << k << "\n";
+  for (size_t i = 0; i < o_.kills.size() && i < faults_.kill_done.size(); ++i) {
+    if (faults_.kill_done[i]) continue;
     const KillSpec& k = o_.kills[i];
     os << "dlckpt-run:   not done: " << (k.ranks ? "--crash-rank " : k.poweroff ? "--poweroff-node " : "--kill-node ")
        << Join(k.nodes, ",") << " --at " << k.text << " (the run ended before that happened)\n";
   }
-  for (size_t i = 0; i < recoveries_.size(); ++i) {
-    const auto& r = recoveries_[i];
+  for (size_t i = 0; i < stats_.recoveries.size(); ++i) {
+    const auto& r = stats_.recoveries[i];
     double total = r.detection + r.teardown + r.survey + r.rebuild + r.relaunch;
     os << "dlckpt-run:   recovery " << i + 1 << ": " << r.what << "\n"
        << "dlckpt-run:     detection " << Fixed(r.detection) << " s, teardown " << Fixed(r.teardown)
        << " s, survey " << Fixed(r.survey) << " s, rebuild " << Fixed(r.rebuild) << " s, relaunch " << Fixed(r.relaunch)
        << " s: application running again " << Fixed(total) << " s after the failure\n";
   }
-  if (!recoveries_.empty()) {
-    const auto& r = recoveries_.back();
+  if (!stats_.recoveries.empty()) {
+    const auto& r = stats_.recoveries.back();
     double total = r.detection + r.teardown + r.survey + r.rebuild + r.relaunch;
     os << "METRIC recovery_seconds " << Fixed(total, 3) << " s target <= 10 (detection "
        << Fixed(r.detection, 3) << ", teardown " << Fixed(r.teardown, 3) << ", survey " << Fixed(r.survey, 3)

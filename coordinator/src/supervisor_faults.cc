@@ -17,8 +17,8 @@
 namespace dlckpt::run {
 
 void Supervisor::ScheduleKill(size_t spec, double at) {
-  if (kill_done_[spec] || kill_at_[spec] >= 0) return;
-  kill_at_[spec] = at;
+  if (faults_.kill_done[spec] || faults_.kill_at[spec] >= 0) return;
+  faults_.kill_at[spec] = at;
 }
 
 void Supervisor::HandleEvent(const events::Event& e) {
@@ -63,21 +63,21 @@ void Supervisor::HandleEvent(const events::Event& e) {
       // A round whose commit failed (rank 0 reports each round once), and
       // why: a kCkptRefused from each rank whose store refused.
       if (e.ok()) {
-        ++committed_;
+        ++stats_.committed;
       } else {
-        refused_.push_back(e.epoch);
+        stats_.refused.push_back(e.epoch);
       }
       break;
     case Kind::kCkptRefused:
-      if (refused_why_.empty()) refused_why_ = "rank " + std::to_string(e.rank) + ": " + e.text;
+      if (stats_.refused_why.empty()) stats_.refused_why = "rank " + std::to_string(e.rank) + ": " + e.text;
       break;
     case Kind::kCkptWait:
-      backpressure_s_ += e.seconds;
+      stats_.backpressure_s += e.seconds;
       break;
     case Kind::kCkptEnd:
       if (e.ok()) {
-        ++checkpoints_;
-        last_epoch_ = e.epoch;
+        ++stats_.checkpoints;
+        stats_.last_epoch = e.epoch;
       }
       break;
     default:
@@ -146,26 +146,26 @@ void Supervisor::Tick() {
         silent = static_cast<double>(Env::Default()->NowNanos() - st->last_heard_ns) / 1e9;
       }
       Log("node " + node + " missed its heartbeats for " + Fixed(silent, 1) + " s: declaring it lost");
-      if (last_kill_ >= 0) {
-        std::printf("METRIC heartbeat_detection_seconds %.3f s target < 3\n", now - last_kill_);
+      if (faults_.last_kill >= 0) {
+        std::printf("METRIC heartbeat_detection_seconds %.3f s target < 3\n", now - faults_.last_kill);
         std::fflush(stdout);
       }
-      double keep = last_kill_;
+      double keep = faults_.last_kill;
       if (!dead_.count(node)) KillNodes({node}, "no heartbeat", /*poweroff=*/true);  // fencing
-      if (keep >= 0) last_kill_ = keep;
+      if (keep >= 0) faults_.last_kill = keep;
       // A virtual node powered off by us: its stopped processes die now.
-      Signal(frozen_, SIGKILL);
-      frozen_.clear();
+      Signal(faults_.frozen, SIGKILL);
+      faults_.frozen.clear();
     }
   }
   for (size_t i = 0; i < o_.kills.size(); ++i) {
     const KillSpec& k = o_.kills[i];
-    if (kill_done_[i]) continue;
-    if (k.at.kind == KillTrigger::kTime && start_ > 0 && kill_at_[i] < 0) {
-      kill_at_[i] = start_ + k.at.seconds + k.at.delay;
+    if (faults_.kill_done[i]) continue;
+    if (k.at.kind == KillTrigger::kTime && start_ > 0 && faults_.kill_at[i] < 0) {
+      faults_.kill_at[i] = start_ + k.at.seconds + k.at.delay;
     }
-    if (kill_at_[i] >= 0 && now >= kill_at_[i]) {
-      kill_done_[i] = true;
+    if (faults_.kill_at[i] >= 0 && now >= faults_.kill_at[i]) {
+      faults_.kill_done[i] = true;
       if (k.ranks) {
         CrashRanks(k.nodes, "--at " + k.text);
       } else {
@@ -173,21 +173,21 @@ void Supervisor::Tick() {
       }
     }
   }
-  if (o_.mtbf > 0 && start_ > 0 && random_kills_ < o_.max_failures) {
-    if (next_random_kill_ < 0) {
+  if (o_.mtbf > 0 && start_ > 0 && faults_.random_kills < o_.max_failures) {
+    if (faults_.next_random_kill < 0) {
       std::uniform_real_distribution<double> u(0.0, 1.0);
-      double x = -std::log(1.0 - u(rng_));  // Exp(1)
+      double x = -std::log(1.0 - u(faults_.rng));  // Exp(1)
       double gap = o_.mtbf * std::pow(x, 1.0 / o_.weibull_shape) /
                    std::tgamma(1.0 + 1.0 / o_.weibull_shape);  // mean = mtbf
-      next_random_kill_ = now + gap;
-    } else if (now >= next_random_kill_ && !in_recovery_) {
+      faults_.next_random_kill = now + gap;
+    } else if (now >= faults_.next_random_kill && !in_recovery_) {
       std::vector<std::string> live = LiveNodes();
       if (!live.empty()) {
         std::uniform_int_distribution<size_t> pick(0, live.size() - 1);
-        ++random_kills_;
-        KillNodes({live[pick(rng_)]}, "--mtbf " + Fixed(o_.mtbf, 1));
+        ++faults_.random_kills;
+        KillNodes({live[pick(faults_.rng)]}, "--mtbf " + Fixed(o_.mtbf, 1));
       }
-      next_random_kill_ = -1;
+      faults_.next_random_kill = -1;
     }
   }
 }
@@ -198,7 +198,7 @@ void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::str
   for (const auto& node : nodes) {
     if (dead_.count(node)) continue;
     dead_.insert(node);
-    kills_log_.push_back(node + " (" + (poweroff ? "power-off, " : "") + why + ")");
+    faults_.log.push_back(node + " (" + (poweroff ? "power-off, " : "") + why + ")");
     Log((poweroff ? "powering off node " : "killing node ") + node + " (" + why + ")");
     if (!o_.kill_command.empty()) {
       std::string cmd = o_.kill_command;
@@ -212,10 +212,10 @@ void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::str
       // once the heartbeats' silence is detected (Tick) or the jobs are torn down.
       for (int round = 0; round < 3; ++round) {
         auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job, "DLCKPT_NODE=" + node});
-        std::erase_if(pids, [&](pid_t p) { return std::count(frozen_.begin(), frozen_.end(), p) > 0; });
+        std::erase_if(pids, [&](pid_t p) { return std::count(faults_.frozen.begin(), faults_.frozen.end(), p) > 0; });
         if (pids.empty()) break;
         Signal(pids, poweroff ? SIGSTOP : SIGKILL);
-        if (poweroff) frozen_.insert(frozen_.end(), pids.begin(), pids.end());
+        if (poweroff) faults_.frozen.insert(faults_.frozen.end(), pids.begin(), pids.end());
       }
       auto names = Env::Default()->ListShm(NodePrefix(o_.job, node));
       if (names.ok()) {
@@ -223,17 +223,17 @@ void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::str
       }
     }
   }
-  last_kill_ = start;  // detection times count from the start of the kill
+  faults_.last_kill = start;  // detection times count from the start of the kill
 }
 
 void Supervisor::CrashRanks(const std::vector<std::string>& ranks, const std::string& why) {
   for (const auto& r : ranks) {
     auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job, "PMI_RANK=" + r});
-    kills_log_.push_back("rank " + r + " crashed (" + why + ")");
+    faults_.log.push_back("rank " + r + " crashed (" + why + ")");
     Log("crashing application rank " + r + " (" + why + ")" + (pids.empty() ? ": no such process" : ""));
     Signal(pids, SIGKILL);
   }
-  last_kill_ = Now();
+  faults_.last_kill = Now();
 }
 
 }  // namespace dlckpt::run

@@ -45,7 +45,7 @@ void Supervisor::AddPersistEnv(JobSpec* job) const {
   // --at drain:E[+D]: the ranks hold that drain before publishing it, long
   // enough for the kill to land inside (see DLCKPT_DRAIN_HOLD in api_persist.h).
   for (size_t i = 0; i < o_.kills.size(); ++i) {
-    if (o_.kills[i].at.kind != KillTrigger::kDrain || kill_done_[i]) continue;
+    if (o_.kills[i].at.kind != KillTrigger::kDrain || faults_.kill_done[i]) continue;
     job->env.emplace_back("DLCKPT_DRAIN_HOLD",
                           std::to_string(o_.kills[i].at.epoch) + ":" + Fixed(o_.kills[i].at.delay + 5.0, 3));
     break;
@@ -54,11 +54,11 @@ void Supervisor::AddPersistEnv(JobSpec* job) const {
 
 void Supervisor::HandleDrainEvent(const events::Event& e) {
   if (e.kind == events::Kind::kDrainSkip && e.rank == 0) {
-    ++drains_skipped_;
+    ++stats_.drains_skipped;
   } else if (e.kind == events::Kind::kDrainEnd) {
     if (!e.ok()) {
-      ++drains_failed_;
-    } else if (e.published && drained_.insert(e.epoch).second) {
+      ++stats_.drains_failed;
+    } else if (e.published && stats_.drained.insert(e.epoch).second) {
       Log("epoch " + std::to_string(e.epoch) + " drained to " +
           persist::EpochDir(persist::JobDir(Absolute(o_.persist), o_.job), e.epoch));
     }
@@ -101,7 +101,7 @@ Status Supervisor::RestartFromDrained(RecoveryTimes* t) {
   std::string edir;
   if (chosen.ok()) {
     edir = *chosen;
-  } else if (chosen.status().code() == ENOENT && last_epoch_ == 0) {
+  } else if (chosen.status().code() == ENOENT && stats_.last_epoch == 0) {
     // Nothing protected in this run yet: start where the run started, from
     // the epoch it was restored from (--restart-from), or from scratch.
     edir = restore_dir_;
@@ -199,11 +199,11 @@ bool Supervisor::HaltDrain(const std::string& why) {
   job.env = {{"DLCKPT_JOB", o_.job}};
   job.program = {ToolPath("dlckpt-store"), "drain", Absolute(o_.persist), "--job", o_.job, "--ranks",
                  std::to_string(o_.nodes * o_.ranks_per_node)};
-  if (last_epoch_ > 0) {
+  if (stats_.last_epoch > 0) {
     // The newest epoch rank 0 saw protected: every store holds it, acknowledged
     // or (a halt during the acknowledgement) still pending.
     job.program.push_back("--epoch");
-    job.program.push_back(std::to_string(last_epoch_));
+    job.program.push_back(std::to_string(stats_.last_epoch));
   }
   if (o_.persist_bandwidth > 0) {
     // The option is per rank; a node drains its ranks one after another.
@@ -238,12 +238,12 @@ bool Supervisor::HaltDrain(const std::string& why) {
   }
   uint64_t newest = 0;
   if (s.ok()) {
-    // The epoch the nodes drained (or found drained already): last_epoch_,
+    // The epoch the nodes drained (or found drained already): stats_.last_epoch,
     // or without one, the newest complete epoch.
     auto all = persist::ListEpochs(job_dir);
     if (all.ok()) {
       for (const auto& e : *all) {
-        if (e.state == persist::EpochState::kComplete && (last_epoch_ == 0 || e.epoch == last_epoch_)) {
+        if (e.state == persist::EpochState::kComplete && (stats_.last_epoch == 0 || e.epoch == stats_.last_epoch)) {
           newest = std::max(newest, e.epoch);
         }
       }
@@ -251,7 +251,7 @@ bool Supervisor::HaltDrain(const std::string& why) {
     if (newest == 0) s = Status::Corruption("the drain left no complete epoch in " + job_dir);
   }
   if (s.ok()) {
-    drained_.insert(newest);
+    stats_.drained.insert(newest);
     (void)persist::Prune(job_dir, o_.persist_keep);
     halt_note_ = "halted by " + why + "; epoch " + std::to_string(newest) + " drained to " +
                  persist::EpochDir(job_dir, newest) + "; continue with --restart-from " + Absolute(o_.persist);

@@ -46,6 +46,11 @@ enum class Scheme {
 };
 
 const char* SchemeName(Scheme scheme);
+// The scheme as one byte, in the protocol (ParityReport::scheme,
+// RebuildGroup::scheme) and in parity headers: 0 = xor, 1 = Reed-Solomon.
+uint8_t SchemeByte(Scheme scheme);
+// EBADMSG for a byte that names no scheme.
+Result<Scheme> SchemeFromByte(uint8_t byte);
 
 // m linear combinations of s sources over GF(2^8), with ISA-L tables.
 class Combination final {

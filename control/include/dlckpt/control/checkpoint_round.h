@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlckpt/base/mpi.h"
@@ -98,6 +99,13 @@ struct RoundPlan {
 // participant i in messages. EPROTO when the stores disagree.
 Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::vector<std::string>& names,
                             bool allow_mismatch);
+
+// Collective over `c`: the acknowledged epoch every participant's store
+// holds (`acknowledged`, 0: none; `name` names the store), or on every
+// participant CheckOneAcknowledgedEpoch's error (dlckpt/control/acknowledged.h)
+// naming the stores, with `remedy`; an MPI error as mpi::Collective reports it.
+Result<uint64_t> AgreeOneAcknowledgedEpoch(mpi::Collective* c, uint64_t acknowledged, const std::string& name,
+                                           std::string_view remedy);
 
 struct RoundOptions {
   bool allow_mismatch = false;

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "dlckpt/base/events.h"
+#include "dlckpt/control/acknowledged.h"
 
 namespace dlckpt::control {
 
@@ -52,18 +53,9 @@ Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::v
       plan.note = "dropping pending epochs that not every store holds (an interrupted checkpoint): " + dropped;
     }
   }
-  if (plan.finish == 0) {
-    auto [lo, hi] = std::minmax_element(acked.begin(), acked.end());
-    if (*lo != *hi && !allow_mismatch) {
-      std::string list;
-      for (size_t i = 0; i < epochs.size() && i < 16; ++i) {
-        list += (i ? ", " : "") + names[i] + " epoch " + std::to_string(acked[i]);
-      }
-      if (epochs.size() > 16) list += ", ...";
-      return Status::Error(EPROTO, "the stores hold different checkpoints (acknowledged " + list +
-                                       "): a job's stores hold one checkpoint (after a node loss dlckpt-run "
-                                       "restores one everywhere)");
-    }
+  if (plan.finish == 0 && !allow_mismatch) {
+    DLCKPT_RETURN_IF_ERROR(CheckOneAcknowledgedEpoch(
+        acked, names, "a job's stores hold one checkpoint (after a node loss dlckpt-run restores one everywhere)"));
   }
   uint64_t e = 0;
   for (size_t i = 0; i < epochs.size(); ++i) {

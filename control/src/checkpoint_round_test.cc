@@ -247,6 +247,16 @@ TEST(PlanRound, CompletesAnEpochEveryStoreHolds) {
   EXPECT_EQ(p->epoch, 10u);
 }
 
+TEST(PlanRound, NamesTheRemedyOfAMismatch) {
+  auto p = PlanRound({{7, 0, 8}, {5, 0, 6}}, {"a", "b"}, false, "do this");
+  EXPECT_EQ(p.status().code(), EPROTO);
+  EXPECT_EQ(p.status().message(),
+            "the stores hold different checkpoints (acknowledged epochs 5 to 7: b epoch 5, a epoch 7): do this");
+  p = PlanRound({{7, 0, 8}, {5, 0, 6}}, {"a", "b"}, true, "do this");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->acknowledged, 7u);  // participant 0's: the encode keeps it
+}
+
 TEST(PlanRound, RefusesDisagreementAndMismatch) {
   auto p = PlanRound({{9, 0, 10}, {8, 0, 9}, {8, 7, 9}}, {"a", "b", "c"}, false);
   EXPECT_EQ(p.status().code(), EPROTO);
@@ -256,6 +266,31 @@ TEST(PlanRound, RefusesDisagreementAndMismatch) {
   p = PlanRound({{7, 0, 8}, {5, 0, 6}}, {"a", "b"}, true);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->epoch, 8u);
+}
+
+TEST_F(RoundTest, RunsThePlanItIsGiven) {
+  store_.e_ = {3, 0, 4};
+  auto plan = PlanRound({store_.e_}, {"rank 0"}, false);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  CheckpointRound round(&comm_, &store_, &encoder_, "rank 0");
+  auto e = round.Run(*plan, store_.e_);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(*e, 4u);
+  EXPECT_EQ(encoder_.calls, (Calls{"encode 4 keep 3"}));
+  EXPECT_EQ(store_.calls, (Calls{"commit 4", "ack 4"}));
+}
+
+TEST_F(RoundTest, AGivenPlanIsRefusedWhileAnEncodeIsInFlight) {
+  store_.e_ = {3, 0, 4};
+  CheckpointRound round = Async();
+  auto first = round.Run();  // epoch 4, its encode in flight
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto plan = PlanRound({store_.e_}, {"rank 0"}, false);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(round.Run(*plan, store_.e_).status().code(), EBUSY);
+  auto done = round.Wait();
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(*done, 4u);
 }
 
 class AgreeTest : public ::testing::Test {

@@ -7,13 +7,15 @@
 #include <cstdio>
 
 #include "dlckpt/base/events.h"
+#include "dlckpt/control/acknowledged.h"
 
 namespace dlckpt::control {
 
 Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::vector<std::string>& names,
-                            bool allow_mismatch) {
+                            bool allow_mismatch, std::string_view mismatch_remedy) {
   if (epochs.empty()) return Status::InvalidArgument("no stores to checkpoint");
   RoundPlan plan;
+  plan.acknowledged = epochs[0].acknowledged;
   std::vector<uint64_t> acked;
   uint64_t p = 0;
   for (const auto& e : epochs) {
@@ -52,18 +54,8 @@ Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::v
       plan.note = "dropping pending epochs that not every store holds (an interrupted checkpoint): " + dropped;
     }
   }
-  if (plan.finish == 0) {
-    auto [lo, hi] = std::minmax_element(acked.begin(), acked.end());
-    if (*lo != *hi && !allow_mismatch) {
-      std::string list;
-      for (size_t i = 0; i < epochs.size() && i < 16; ++i) {
-        list += (i ? ", " : "") + names[i] + " epoch " + std::to_string(acked[i]);
-      }
-      if (epochs.size() > 16) list += ", ...";
-      return Status::Error(EPROTO, "the stores hold different checkpoints (acknowledged " + list +
-                                       "): a job's stores hold one checkpoint (after a node loss dlckpt-run "
-                                       "restores one everywhere)");
-    }
+  if (plan.finish == 0 && !allow_mismatch) {
+    DLCKPT_RETURN_IF_ERROR(CheckOneAcknowledgedEpoch(acked, names, mismatch_remedy));
   }
   uint64_t e = 0;
   for (size_t i = 0; i < epochs.size(); ++i) {
@@ -159,13 +151,22 @@ Result<uint64_t> CheckpointRound::Run() {
     std::copy(blobs[i].begin(), blobs[i].end(), reinterpret_cast<char*>(&all[i]));
   }
   DLCKPT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(all, names, o_.allow_mismatch));
+  return Run(plan, *mine);
+}
+
+Result<uint64_t> CheckpointRound::Run(const RoundPlan& plan, const RoundEpochs& mine) {
+  const size_t me = static_cast<size_t>(c_->rank());
+  if (in_flight_ != 0) {
+    return Status::Busy("checkpoint: the encode of epoch " + std::to_string(in_flight_) +
+                        " is in flight; its outcome comes before a new plan");
+  }
   if (me == 0 && !plan.note.empty() && o_.log) o_.log(plan.note);
   if (!plan.drop.empty()) {
     Status dropped;
-    if (std::find(plan.drop.begin(), plan.drop.end(), me) != plan.drop.end()) dropped = store_->Abort(mine->pending);
+    if (std::find(plan.drop.begin(), plan.drop.end(), me) != plan.drop.end()) dropped = store_->Abort(mine.pending);
     DLCKPT_RETURN_IF_ERROR(c_->Agree(dropped, "dropping an interrupted checkpoint"));
   }
-  const uint64_t acked = all[0].acknowledged;
+  const uint64_t acked = plan.acknowledged;
   protected_ = std::max(protected_, acked);
   if (plan.finish != 0) {
     const std::string what = "completing interrupted epoch " + std::to_string(plan.finish);
@@ -174,7 +175,7 @@ Result<uint64_t> CheckpointRound::Run() {
       DLCKPT_RETURN_IF_ERROR(AgreeEncode(plan.finish, acked, what, &unknown));
     }
     Status done;
-    if (mine->pending == plan.finish) done = store_->Acknowledge(plan.finish);
+    if (mine.pending == plan.finish) done = store_->Acknowledge(plan.finish);
     DLCKPT_RETURN_IF_ERROR(c_->Agree(done, what));
     protected_ = plan.finish;
   }

@@ -1,6 +1,8 @@
 // Tests of the checkpoint round: every outcome of the rule in
 // dlckpt/control/checkpoint_round.h, on one MPI process with a fake store and a
-// fake encoder, and the plan (PlanRound) for several participants.
+// fake encoder, and the plan (PlanRound) for several participants. The tests
+// of AgreeOneAcknowledgedEpoch run over MPI_COMM_WORLD: alone as a unit test,
+// and under mpiexec with 3 processes (agree_acknowledged_np3) for a mismatch.
 #include "dlckpt/control/checkpoint_round.h"
 
 #include <mpi.h>
@@ -245,6 +247,16 @@ TEST(PlanRound, CompletesAnEpochEveryStoreHolds) {
   EXPECT_EQ(p->epoch, 10u);
 }
 
+TEST(PlanRound, NamesTheRemedyOfAMismatch) {
+  auto p = PlanRound({{7, 0, 8}, {5, 0, 6}}, {"a", "b"}, false, "do this");
+  EXPECT_EQ(p.status().code(), EPROTO);
+  EXPECT_EQ(p.status().message(),
+            "the stores hold different checkpoints (acknowledged epochs 5 to 7: b epoch 5, a epoch 7): do this");
+  p = PlanRound({{7, 0, 8}, {5, 0, 6}}, {"a", "b"}, true, "do this");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->acknowledged, 7u);  // participant 0's: the encode keeps it
+}
+
 TEST(PlanRound, RefusesDisagreementAndMismatch) {
   auto p = PlanRound({{9, 0, 10}, {8, 0, 9}, {8, 7, 9}}, {"a", "b", "c"}, false);
   EXPECT_EQ(p.status().code(), EPROTO);
@@ -254,6 +266,61 @@ TEST(PlanRound, RefusesDisagreementAndMismatch) {
   p = PlanRound({{7, 0, 8}, {5, 0, 6}}, {"a", "b"}, true);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->epoch, 8u);
+}
+
+TEST_F(RoundTest, RunsThePlanItIsGiven) {
+  store_.e_ = {3, 0, 4};
+  auto plan = PlanRound({store_.e_}, {"rank 0"}, false);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  CheckpointRound round(&comm_, &store_, &encoder_, "rank 0");
+  auto e = round.Run(*plan, store_.e_);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(*e, 4u);
+  EXPECT_EQ(encoder_.calls, (Calls{"encode 4 keep 3"}));
+  EXPECT_EQ(store_.calls, (Calls{"commit 4", "ack 4"}));
+}
+
+TEST_F(RoundTest, AGivenPlanIsRefusedWhileAnEncodeIsInFlight) {
+  store_.e_ = {3, 0, 4};
+  CheckpointRound round = Async();
+  auto first = round.Run();  // epoch 4, its encode in flight
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto plan = PlanRound({store_.e_}, {"rank 0"}, false);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(round.Run(*plan, store_.e_).status().code(), EBUSY);
+  auto done = round.Wait();
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(*done, 4u);
+}
+
+class AgreeTest : public ::testing::Test {
+ protected:
+  static int Rank() {
+    int r = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+  }
+  mpi::Collective comm_{MPI_COMM_WORLD, "rank " + std::to_string(Rank())};
+  const std::string name_ = "r" + std::to_string(Rank());
+};
+
+TEST_F(AgreeTest, OneEpochEverywhereIsThatEpoch) {
+  auto e = AgreeOneAcknowledgedEpoch(&comm_, 5, name_, "remedy");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(*e, 5u);
+  e = AgreeOneAcknowledgedEpoch(&comm_, 0, name_, "");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(*e, 0u);
+}
+
+TEST_F(AgreeTest, DifferentEpochsAreTheSameErrorEverywhere) {
+  if (comm_.size() < 2) GTEST_SKIP() << "needs 2 processes or more (mpiexec)";
+  auto e = AgreeOneAcknowledgedEpoch(&comm_, comm_.rank() == 1 ? 7 : 3, name_, "recover");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), EPROTO);
+  const std::string more = comm_.size() > 2 ? " and " + std::to_string(comm_.size() - 2) + " more" : "";
+  EXPECT_EQ(e.status().message(), "the stores hold different checkpoints (acknowledged epochs 3 to 7: r0 epoch 3" +
+                                      more + ", r1 epoch 7): recover");
 }
 
 }  // namespace

@@ -166,14 +166,10 @@ Status Init(MPI_Comm comm) {
   if (ep.pending != 0) mine = st.store->AbortPending();  // never acknowledged
   acked = ep.acknowledged;
   DLCKPT_RETURN_IF_ERROR(c.Agree(mine, "dlckpt_init"));
-  DLCKPT_ASSIGN_OR_RETURN(uint64_t lo, c.Min(acked));
-  DLCKPT_ASSIGN_OR_RETURN(uint64_t hi, c.Max(acked));
-  if (lo != hi) {
-    return Status::Error(EPROTO, "dlckpt_init: the ranks' stores hold different checkpoints "
-                                 "(epochs " + std::to_string(lo) + " to " + std::to_string(hi) +
-                                 "); run under dlckpt-run, which restores one epoch everywhere");
-  }
-  st.restarted_epoch = static_cast<long long>(lo);
+  auto one = control::AgreeOneAcknowledgedEpoch(&c, acked, store_name,
+                                                "run under dlckpt-run, which restores one epoch everywhere");
+  if (!one.ok()) return one.status().Prefixed("dlckpt_init");
+  st.restarted_epoch = static_cast<long long>(*one);
 
   // Rank 0 learns the layout and connects to the service.
   DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> stores, c.Allgather(store_name));

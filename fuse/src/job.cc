@@ -96,12 +96,8 @@ Result<CheckpointPlan> PlanCheckpoint(const std::vector<MountState>& mounts, boo
     epochs.push_back({m.acked, m.pending, m.next});
     names.push_back(Describe(m));
   }
-  auto plan = control::PlanRound(epochs, names, allow_mismatch);
-  if (!plan.ok() && plan.status().message().find("different checkpoints") != std::string::npos) {
-    return Status::Error(plan.status().code(), plan.status().message() +
-                                                   "; check --mount, or use --allow-mismatch to checkpoint anyway");
-  }
-  return plan;
+  return control::PlanRound(epochs, names, allow_mismatch,
+                            "check --mount, or use --allow-mismatch to checkpoint anyway");
 }
 
 std::string ExpandMountPattern(const std::string& pattern, const std::string& node, int rank) {
@@ -179,7 +175,7 @@ Result<uint64_t> JobCheckpointer::Checkpoint(MountControl& mount) {
     DLCKPT_ASSIGN_OR_RETURN(MountState m, DecodeState(b));
     all.push_back(std::move(m));
   }
-  DLCKPT_RETURN_IF_ERROR(PlanCheckpoint(all, o_.allow_mismatch).status());
+  DLCKPT_ASSIGN_OR_RETURN(CheckpointPlan plan, PlanCheckpoint(all, o_.allow_mismatch));
   DLCKPT_RETURN_IF_ERROR(c.Agree(c.rank() == 0 ? EnsureService(all) : Status::OK(), "checkpoint"));
   // 3-5. The checkpoint round.
   MountRoundStore store(&mount);
@@ -188,10 +184,9 @@ Result<uint64_t> JobCheckpointer::Checkpoint(MountControl& mount) {
     encoder = std::make_unique<control::ClientEncoder>(service_.get(), o_.encode_timeout_ms);
   }
   control::RoundOptions ro;
-  ro.allow_mismatch = o_.allow_mismatch;
   ro.log = o_.log;
   control::CheckpointRound round(&c, &store, encoder.get(), Describe(*mine), std::move(ro));
-  return round.Run();
+  return round.Run(plan, control::RoundEpochs{mine->acked, mine->pending, mine->next});
 }
 
 }  // namespace dlckpt::fusefs

@@ -76,10 +76,14 @@ TEST(PlanCheckpoint, PendingEpochsNotEveryStoreHoldsAreDropped) {
 TEST(PlanCheckpoint, StoresThatDisagreeAboutAnAcknowledgedEpochNeedARecovery) {
   auto p = PlanCheckpoint({Mount(0, 3), Mount(1, 2)}, false);
   ASSERT_FALSE(p.ok());  // different acknowledged epochs
+  EXPECT_EQ(p.status().code(), EPROTO);
+  EXPECT_NE(p.status().message().find("different checkpoints"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("--allow-mismatch"), std::string::npos) << p.status().message();
   p = PlanCheckpoint({Mount(0, 3), Mount(1, 2, 0, 4), Mount(2, 2, 3)}, true);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), EPROTO);
   EXPECT_NE(p.status().message().find("disagree about epoch 3"), std::string::npos) << p.status().message();
+  EXPECT_EQ(p.status().message().find("--allow-mismatch"), std::string::npos) << p.status().message();
 }
 
 TEST(PlanCheckpoint, RefusesMountsThatAreNotOneCoordinatedJob) {

@@ -349,19 +349,16 @@ int RunJob(const RunOptions& o) {
   MountControl control(n.mount());
   Result<MountState> state = control.State();
   s = c.Agree(state.status(), "reading the mounts");
-  Result<uint64_t> hi = s.ok() ? c.Max(state->acked) : Result<uint64_t>(s);
-  Result<uint64_t> lo = hi.ok() ? c.Min(state->acked) : hi;
-  if (!lo.ok()) {
-    report(lo.status());
+  Result<uint64_t> one = s.ok() ? control::AgreeOneAcknowledgedEpoch(
+                                      &c, state->acked, "mount " + n.mount() + " (rank " + std::to_string(rank) +
+                                                            ", node " + node + ")",
+                                      "run under dlckpt-run, which restores one epoch everywhere")
+                                : Result<uint64_t>(s);
+  if (!one.ok()) {
+    report(one.status());
     return 1;
   }
-  if (*hi != *lo) {
-    report(Status::Error(EPROTO, "the stores hold different checkpoints (acknowledged epochs " +
-                                     std::to_string(*lo) + " to " + std::to_string(*hi) +
-                                     "); run under dlckpt-run, which restores one epoch everywhere"));
-    return 1;
-  }
-  const uint64_t restarted = static_cast<uint64_t>(*hi);
+  const uint64_t restarted = *one;
   if (rank == 0) events::Emit(events::Init(restarted));
   s = c.Agree(n.StartCommand(restarted), "starting the command");
   if (!s.ok()) {

@@ -17,6 +17,7 @@
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
 #include "dlckpt/base/progress.h"
+#include "dlckpt/control/acknowledged.h"
 #include "dlckpt/memfs/memfs.h"
 #include "dlckpt/persist/persist.h"
 
@@ -146,7 +147,8 @@ int CmdDrain(const Args& a) {
   auto names = Env::Default()->ListShm(StorePrefix(a.create.job, node));
   if (!names.ok()) return Fail(names.status());
   std::vector<std::pair<int, std::unique_ptr<Store>>> views;
-  uint64_t lo = UINT64_MAX, hi = 0;
+  std::vector<uint64_t> acked;
+  std::vector<std::string> stores;
   for (const auto& n : *names) {
     auto id = ParseStoreName(n);
     if (!id.ok() || id->job != a.create.job || id->node != node) continue;
@@ -156,19 +158,20 @@ int CmdDrain(const Args& a) {
     }
     auto v = Store::Attach(n, AttachMode::kReadOnly);
     if (!v.ok()) return Fail(v.status());
-    lo = std::min(lo, (*v)->epochs().acknowledged);
-    hi = std::max(hi, (*v)->epochs().acknowledged);
+    acked.push_back((*v)->epochs().acknowledged);
+    stores.push_back(n);
     views.emplace_back(id->rank, std::move(*v));
   }
   const std::string where = "job " + a.create.job + " on node " + node;
   if (views.empty()) return Fail(Status::NotFound("no store of " + where));
   uint64_t epoch = a.epoch;
+  const uint64_t lo = *std::min_element(acked.begin(), acked.end());
   if (epoch == 0 && lo == 0) return Fail(Status::NotFound("the stores of " + where + " hold no acknowledged epoch"));
-  if (epoch == 0 && lo != hi) {
-    return Fail(Status::Error(EAGAIN, "the stores of " + where + " hold different acknowledged epochs (" +
-                                          std::to_string(lo) + " to " + std::to_string(hi) + "): use --epoch"));
+  if (epoch == 0) {
+    Status one = control::CheckOneAcknowledgedEpoch(acked, stores, "use --epoch");
+    if (!one.ok()) return Fail(one.Prefixed(where));
+    epoch = lo;
   }
-  if (epoch == 0) epoch = lo;
   std::error_code ec;
   const std::string dir = std::filesystem::absolute(a.pos[0], ec).string();
   const std::string job_dir = persist::JobDir(ec ? a.pos[0] : dir, a.create.job);

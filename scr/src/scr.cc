@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/mpi.h"
 #include "dlckpt/base/version.h"
 #include "dlckpt/dlckpt.h"
 #include "dlckpt/intercept/intercept.h"
@@ -63,7 +64,8 @@ struct State {
   bool enabled = true;
   int debug = 0;
   int rank = 0;
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;                  // MPI_COMM_WORLD's duplicate
+  std::unique_ptr<mpi::Collective> collective;  // over comm, from SCR_Init to SCR_Finalize
   memfs::Store* store = nullptr;
   std::string prefix;  // SCR_PREFIX, absolute
   std::string stage;   // this rank's staging directory
@@ -98,20 +100,25 @@ void Debug(const std::string& m) {
   if (S().debug > 0) std::fprintf(stderr, "SCR: rank %d: %s\n", S().rank, m.c_str());
 }
 
+// The agreements below wait without spinning and every rank makes the same
+// MPI calls whatever the values (dlckpt/base/mpi.h); an MPI error counts as
+// a disagreement.
+
 // Collective: true on every rank iff `mine` is true on every rank.
 bool Agree(bool mine) {
-  int in = mine ? 1 : 0, out = 0;
-  if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, S().comm) != MPI_SUCCESS) return false;
-  return out == 1;
+  Result<uint64_t> lo = S().collective->Min(mine ? 1 : 0);
+  return lo.ok() && *lo == 1;
 }
 
 // Collective: true iff every rank passed the same value.
 bool Same(uint64_t v) {
-  uint64_t lo = 0, hi = 0;
-  if (MPI_Allreduce(&v, &lo, 1, MPI_UINT64_T, MPI_MIN, S().comm) != MPI_SUCCESS) return false;
-  if (MPI_Allreduce(&v, &hi, 1, MPI_UINT64_T, MPI_MAX, S().comm) != MPI_SUCCESS) return false;
-  return lo == hi;
+  Result<uint64_t> lo = S().collective->Min(v);
+  Result<uint64_t> hi = S().collective->Max(v);
+  return lo.ok() && hi.ok() && *lo == *hi;
 }
+
+// Collective: rank 0's `value` on every rank.
+Result<uint64_t> FromRank0(uint64_t value) { return S().collective->Max(S().rank == 0 ? value : 0); }
 
 uint64_t Hash(std::string_view s) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a
@@ -287,6 +294,7 @@ Status InitImpl() {
   DLCKPT_ASSIGN_OR_RETURN(p.overhead, st.config.Double("SCR_CHECKPOINT_OVERHEAD", 0));
   if (MPI_Comm_dup(MPI_COMM_WORLD, &st.comm) != MPI_SUCCESS) return Status::IOError("SCR_Init: MPI_Comm_dup failed");
   MPI_Comm_rank(st.comm, &st.rank);
+  st.collective = std::make_unique<mpi::Collective>(st.comm, "rank " + std::to_string(st.rank));
   st.need = std::make_unique<NeedCheckpoint>(p, Now());
   st.enabled = enable != 0;
   if (!st.enabled) {
@@ -388,8 +396,8 @@ Status NeedImpl(int* flag) {
   // Every rank counts the call; rank 0's clock decides for all.
   int need = st.need->Ask(Now()) ? 1 : 0;
   if (!st.enabled) need = 0;
-  if (MPI_Bcast(&need, 1, MPI_INT, 0, st.comm) != MPI_SUCCESS) return Status::IOError("MPI_Bcast failed");
-  *flag = need;
+  DLCKPT_ASSIGN_OR_RETURN(uint64_t decided, FromRank0(static_cast<uint64_t>(need)));
+  *flag = decided != 0 ? 1 : 0;
   return Status::OK();
 }
 
@@ -548,6 +556,7 @@ Status FinalizeImpl() {
     Status r = RemoveTree(st.stage);
     if (s.ok()) s = r;
   }
+  st.collective.reset();
   MPI_Comm_free(&st.comm);
   return s;
 }

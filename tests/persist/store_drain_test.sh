@@ -6,9 +6,9 @@
 #     and verify-drained reads every file back against it;
 #   - a second call finds the epoch drained and leaves it;
 #   - errors: no --ranks (usage, exit 2), no store of the job on the node,
-#     stores at different acknowledged epochs (EAGAIN, --epoch named), a
-#     store whose rank is beyond --ranks, an --epoch one store no longer
-#     holds; nothing is published then.
+#     stores at different acknowledged epochs (EPROTO, the stores and
+#     --epoch named), a store whose rank is beyond --ranks, an --epoch one
+#     store no longer holds; nothing is published then.
 # usage: store_drain_test.sh BIN_DIR
 set -uo pipefail
 bin=$1
@@ -59,7 +59,8 @@ grep -q "no store of job $job on node n7" "$out" || fail "no store: not named"
 make_store "${job}x" n0 0 1 2
 make_store "${job}x" n0 1 1
 "$st" drain "$dir/q" --job "${job}x" --ranks 2 --node n0 >"$out" 2>&1 && fail "different epochs: exit 0"
-grep -q "different acknowledged epochs (1 to 2): use --epoch" "$out" || fail "different epochs: not said"
+grep -q "job ${job}x on node n0: the stores hold different checkpoints (acknowledged epochs 1 to 2: /dlckpt.${job}x.n0.r1 epoch 1, /dlckpt.${job}x.n0.r0 epoch 2): use --epoch \[EPROTO\]" "$out" ||
+  fail "different epochs: not said"
 "$st" drain "$dir/q" --job "${job}x" --ranks 1 --node n0 --epoch 1 >"$out" 2>&1 && fail "rank beyond --ranks: exit 0"
 grep -q "is rank 1 of a job of 1 rank(s)" "$out" || fail "rank beyond --ranks: not said"
 "$st" drain "$dir/q" --job "${job}x" --ranks 2 --node n0 --epoch 1 >"$out" 2>&1 && fail "--epoch 1: exit 0"

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlckpt/base/mpi.h"
@@ -91,13 +92,27 @@ struct RoundPlan {
   bool finish_encode = false;  // ... which no store acknowledged: encode it again
   std::vector<size_t> drop;    // participants whose pending epoch is aborted first
   uint64_t epoch = 0;          // the new epoch
+  uint64_t acknowledged = 0;   // participant 0's acknowledged epoch: the encodes keep its parity
   std::string note;            // what happens to an interrupted epoch, for humans
 };
 
+// What PlanRound tells the user of stores with different acknowledged epochs.
+inline constexpr std::string_view kOneCheckpointRemedy =
+    "a job's stores hold one checkpoint (after a node loss dlckpt-run restores one everywhere)";
+
 // Step 0 as a pure function of every participant's epochs; names[i] names
-// participant i in messages. EPROTO when the stores disagree.
+// participant i in messages. EPROTO when the stores disagree: about an
+// interrupted epoch, or (unless allow_mismatch) about the acknowledged one,
+// then with `mismatch_remedy` (CheckOneAcknowledgedEpoch).
 Result<RoundPlan> PlanRound(const std::vector<RoundEpochs>& epochs, const std::vector<std::string>& names,
-                            bool allow_mismatch);
+                            bool allow_mismatch, std::string_view mismatch_remedy = kOneCheckpointRemedy);
+
+// Collective over `c`: the acknowledged epoch every participant's store
+// holds (`acknowledged`, 0: none; `name` names the store), or on every
+// participant CheckOneAcknowledgedEpoch's error (dlckpt/control/acknowledged.h)
+// naming the stores, with `remedy`; an MPI error as mpi::Collective reports it.
+Result<uint64_t> AgreeOneAcknowledgedEpoch(mpi::Collective* c, uint64_t acknowledged, const std::string& name,
+                                           std::string_view remedy);
 
 struct RoundOptions {
   bool allow_mismatch = false;
@@ -125,6 +140,13 @@ class CheckpointRound final {
   // if that encode failed, the error is logged and kept for Wait, and the new
   // round goes on (its epoch supersedes the failed one).
   Result<uint64_t> Run();
+  // The same round on a plan the caller made: every participant passes the
+  // plan PlanRound derived from every participant's epochs as Prepare
+  // reports them, and `mine`, its own (for a caller that gathers more than
+  // the epochs, such as dlckpt-ctl's checks of the mounts; Prepare is not
+  // called). No encode may be in flight (synchronous mode, or after Wait):
+  // EBUSY on every participant otherwise.
+  Result<uint64_t> Run(const RoundPlan& plan, const RoundEpochs& mine);
   // Completes the encode in flight, if any: returns the protected epoch (the
   // acknowledged one; 0: none yet), or the error of the encode collected now
   // or by an earlier Run since the last Wait.

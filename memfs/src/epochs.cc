@@ -3,10 +3,11 @@
 // store_impl.h and "Epochs" in dlckpt/memfs/memfs.h).
 //
 // Ownership: acked_blocks_ and pending_blocks_ list the blocks of the two
-// committed versions and carry the kRefAcked / kRefPending bits in refs_;
-// the working files carry kRefWorking. A transition first publishes the new
-// state record, then moves the bits, so a crash between the two leaves the
-// published state consistent (the next owner rebuilds refs_ from it).
+// committed versions and carry the kRefAcked / kRefPending bits in the
+// blocks' reference masks (blocks_); the working files carry kRefWorking. A
+// transition first publishes the new state record, then moves the bits, so a
+// crash between the two leaves the published state consistent (the next
+// owner rebuilds the masks from it).
 //
 // Thread safety: every public method takes mu_; the *Locked helpers and
 // LoadView expect it held; LoadAsOwner takes it itself (it runs before the
@@ -122,7 +123,7 @@ Status Store::Impl::Hold(uint64_t epoch) {
                                    std::to_string(state_.acked_epoch) + ")");
   }
   held_blocks_ = acked_blocks_;
-  for (uint32_t b : held_blocks_) refs_[b] |= kRefHeld;
+  for (uint32_t b : held_blocks_) blocks_.AddRef(b, kRefHeld);
   held_epoch_ = epoch;
   return Status::OK();
 }
@@ -136,7 +137,7 @@ Status Store::Impl::Release(uint64_t epoch) {
 }
 
 void Store::Impl::ReleaseHoldLocked() {
-  for (uint32_t b : held_blocks_) DropRefLocked(b, kRefHeld);
+  for (uint32_t b : held_blocks_) blocks_.DropRef(b, kRefHeld);
   held_blocks_.clear();
   held_epoch_ = 0;
 }
@@ -168,7 +169,7 @@ void Store::Impl::FreezeWorkingLocked(uint64_t slot, uint64_t epoch, const uint8
   for (auto& [path, node] : files_) {
     for (uint32_t b : node->blocks) {
       if (b == kNoBlock) continue;
-      refs_[b] |= ref;
+      blocks_.AddRef(b, ref);
       frozen.push_back(b);
     }
   }
@@ -177,19 +178,19 @@ void Store::Impl::FreezeWorkingLocked(uint64_t slot, uint64_t epoch, const uint8
 Status Store::Impl::LoadAsOwner() {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
-  refs_.assign(geo_.nblocks, 0);
+  blocks_.ResetRefs();
   std::map<std::string, NodePtr, std::less<>> working;
   bool have_working = false;
   if (s.acked_epoch != 0) {
     DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(s.acked_slot, s.acked_epoch));
     acked_blocks_.assign(v.blocks, v.blocks + v.block_count);
-    for (uint32_t b : acked_blocks_) refs_[b] |= kRefAcked;
+    for (uint32_t b : acked_blocks_) blocks_.AddRef(b, kRefAcked);
     working = NodesFrom(v);
   }
   if (s.pending_epoch != 0) {
     DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(s.pending_slot, s.pending_epoch));
     pending_blocks_.assign(v.blocks, v.blocks + v.block_count);
-    for (uint32_t b : pending_blocks_) refs_[b] |= kRefPending;
+    for (uint32_t b : pending_blocks_) blocks_.AddRef(b, kRefPending);
     NodesFrom(v);  // for next_ino_
   }
   if (s.working_slot != kNoSlot) {
@@ -204,10 +205,9 @@ Status Store::Impl::LoadAsOwner() {
   files_ = std::move(working);
   for (auto& [path, node] : files_) {
     for (uint32_t b : node->blocks) {
-      if (b != kNoBlock) refs_[b] |= kRefWorking;
+      if (b != kNoBlock) blocks_.AddRef(b, kRefWorking);
     }
   }
-  free_blocks_ = static_cast<uint64_t>(std::count(refs_.begin(), refs_.end(), 0));
   state_ = s;
   if (s.working_slot != kNoSlot) {
     s.working_slot = kNoSlot;  // this owner's writes now diverge from the saved copy
@@ -257,9 +257,10 @@ Status Store::Impl::AcknowledgeLocked(uint64_t epoch) {
   s.pending_epoch = 0;
   s.pending_slot = kNoSlot;
   PublishStateLocked(s);
-  for (uint32_t b : acked_blocks_) DropRefLocked(b, kRefAcked);
+  for (uint32_t b : acked_blocks_) blocks_.DropRef(b, kRefAcked);
   for (uint32_t b : pending_blocks_) {
-    refs_[b] = static_cast<uint8_t>((refs_[b] & ~kRefPending) | kRefAcked);
+    blocks_.AddRef(b, kRefAcked);
+    blocks_.DropRef(b, kRefPending);
   }
   acked_blocks_ = std::move(pending_blocks_);
   pending_blocks_.clear();
@@ -272,7 +273,7 @@ void Store::Impl::AbortPendingLocked() {
   s.pending_epoch = 0;
   s.pending_slot = kNoSlot;
   PublishStateLocked(s);
-  for (uint32_t b : pending_blocks_) DropRefLocked(b, kRefPending);
+  for (uint32_t b : pending_blocks_) blocks_.DropRef(b, kRefPending);
   pending_blocks_.clear();
 }
 
@@ -291,8 +292,7 @@ Status Store::Impl::ResetWorkingToAckedLocked() {
     for (auto& [path, node] : files_) {
       for (uint32_t b : node->blocks) {
         if (b == kNoBlock) continue;
-        if (refs_[b] == 0) free_blocks_--;
-        refs_[b] |= kRefWorking;
+        blocks_.AddRef(b, kRefWorking);
       }
     }
   }

@@ -123,11 +123,11 @@ Result<Extent> Store::Impl::ReadInPlace(int fd, uint64_t off, size_t len) {
   }
   const uint64_t bs = geo_.block_size;
   uint64_t bi = off / bs;
-  const uint8_t* p = BlockPtr(node.blocks[bi]) + off % bs;
+  const uint8_t* p = blocks_.Ptr(node.blocks[bi]) + off % bs;
   uint64_t got = std::min<uint64_t>(bs - off % bs, n);
   // Coalesce the blocks that follow in the mapping (not across chunks of a
   // compressed store, whose next chunk may be compressed).
-  while (!compressed_ && got < n && BlockPtr(node.blocks[bi + 1]) == p + got) {
+  while (!compressed_ && got < n && blocks_.Ptr(node.blocks[bi + 1]) == p + got) {
     ++bi;
     got += std::min<uint64_t>(bs, n - got);
   }
@@ -441,7 +441,7 @@ void Store::Impl::DropLinkLocked(FileMap::iterator it) {
 
 void Store::Impl::ReleaseNodeLocked(Node& node) {
   for (uint32_t b : node.blocks) {
-    if (b != kNoBlock) ReleaseBlockLocked(b);
+    if (b != kNoBlock) blocks_.Release(b);
   }
   node.blocks.clear();
   node.chunks.clear();

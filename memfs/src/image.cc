@@ -128,7 +128,7 @@ Result<Image> Store::Impl::GetImage(uint64_t epoch) {
     uint64_t left = pc.stored;
     for (uint64_t k = 0; left > 0; ++k) {
       uint64_t n = std::min<uint64_t>(left, geo_.block_size);
-      const uint8_t* p = BlockPtr(pc.blocks[k]);
+      const uint8_t* p = blocks_.Ptr(pc.blocks[k]);
       Extent& last = img.extents.back();
       if (last.data + last.len == p) {
         last.len += n;
@@ -184,7 +184,7 @@ Status Store::Impl::VerifyVersionLocked(const Version& v) {
       uint64_t left = pc.len;
       for (uint64_t k = 0; left > 0; ++k) {
         uint64_t n = std::min(left, bs);
-        crc = Crc32c(BlockPtr(pc.blocks[k]), n, crc);
+        crc = Crc32c(blocks_.Ptr(pc.blocks[k]), n, crc);
         left -= n;
       }
     }

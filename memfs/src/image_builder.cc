@@ -61,10 +61,10 @@ Status Store::Impl::AppendStoredLocked(const std::string& path, uint64_t ci, uin
     uint64_t j = first + at / bs, bo = at % bs;
     size_t piece = static_cast<size_t>(std::min<uint64_t>(bs - bo, n));
     if (node.blocks[j] == kNoBlock) {
-      if (free_blocks_ == 0) return Status::NoSpace("rebuilt store " + name() + ": full");
+      if (blocks_.free() == 0) return Status::NoSpace("rebuilt store " + name() + ": full");
       node.blocks[j] = AllocBlockLocked();
     }
-    std::memcpy(BlockPtr(node.blocks[j]) + bo, p, piece);
+    std::memcpy(blocks_.Ptr(node.blocks[j]) + bo, p, piece);
     at += piece;
     p += piece;
     n -= piece;

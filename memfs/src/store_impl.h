@@ -4,17 +4,21 @@
 //
 // Ownership. An Impl owns its mapping of the shared memory object (shm_) and
 // everything in process memory: the working file set (files_, a map of Nodes
-// with their block lists), the open descriptors (handles_) and a reference
-// mask per block (refs_: acked / pending / working). Committed versions live
-// in slots in shared memory and are never written again while referenced by
-// the published state. The destructor of an owner saves the working files
-// into a free slot for the next owner (unless Abandon()ed).
+// with their block lists), the open descriptors (handles_) and its
+// collaborators, each with its contract in its own header:
+//   blocks_  BlockAllocator (block_allocator.h): the data area and one
+//            reference mask per block (acked / pending / working / held)
+// Committed versions live in slots in shared memory and are never written
+// again while referenced by the published state. The destructor of an owner
+// saves the working files into a free slot for the next owner (unless
+// Abandon()ed).
 //
 // Thread safety. Lock order: an Impl has one mutex, mu_, held by every public
 // method; nothing else is locked. Methods named *Locked, and the private
-// helpers, expect mu_ held by the caller. Read-only attachers share nothing
-// with the owner process but the mapping and read its state records lock-free
-// (ReadState retries torn reads).
+// helpers, expect mu_ held by the caller; so do the collaborators, which have
+// no lock of their own and are called only with mu_ held. Read-only attachers
+// share nothing with the owner process but the mapping and read its state
+// records lock-free (ReadState retries torn reads).
 //
 // Failure. Every method returns a Status naming the store (and path or fd);
 // nothing throws on purpose (std::bad_alloc may escape to the C API's guard).
@@ -54,6 +58,7 @@
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/status.h"
 #include "dlckpt/memfs/memfs.h"
+#include "block_allocator.h"
 #include "layout.h"
 
 namespace dlckpt::memfs {
@@ -61,11 +66,6 @@ namespace dlckpt::memfs {
 class Store::Impl {
   // ---- types ------------------------------------------------------------------
 
-  static constexpr uint8_t kRefAcked = 1;
-  static constexpr uint8_t kRefPending = 2;
-  static constexpr uint8_t kRefWorking = 4;
-  static constexpr uint8_t kRefHeld = 8;  // the held epoch (Hold), not published
-  static constexpr uint8_t kRefFrozen = kRefAcked | kRefPending;
   static constexpr uint32_t kNoBlock = ~0u;  // an entry past the LZ4 block of a compressed chunk
 
   // One chunk of a file in a compressed store.
@@ -261,9 +261,8 @@ class Store::Impl {
 
   // ---- blocks and the raw data path (blocks.cc) -----------------------------------------
 
-  uint8_t* BlockPtr(uint32_t b) const { return data_ + uint64_t{b} * geo_.block_size; }
-  void DropRefLocked(uint32_t b, uint8_t ref);
-  void ReleaseBlockLocked(uint32_t b);
+  // blocks_.Allocate(), dropping the decompression cache if it was keyed
+  // by the block handed out.
   uint32_t AllocBlockLocked();
   Result<size_t> ReadAtLocked(const Node& node, uint8_t* out, size_t len, uint64_t off);
   uint64_t MaxFileSize() const;
@@ -348,7 +347,6 @@ class Store::Impl {
   bool owner_;
   bool abandoned_ = false;  // owner that must not save working files on detach
   uint8_t* base_;
-  uint8_t* data_ = nullptr;
   layout::Geometry geo_{};
   uint32_t max_open_ = 1024;
 
@@ -356,14 +354,12 @@ class Store::Impl {
   layout::StateRecord state_{};  // owner: as published; read-only: as last read
   FileMap files_;
   std::vector<Handle> handles_;
-  std::vector<uint8_t> refs_;
+  BlockAllocator blocks_;  // the data area and the blocks' reference masks
   std::vector<uint32_t> acked_blocks_, pending_blocks_;
   std::vector<uint32_t> held_blocks_;  // carry kRefHeld
   uint64_t held_epoch_ = 0;
-  uint64_t free_blocks_ = 0;
   uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
   double pretouch_seconds_ = 0;
-  uint64_t cursor_ = 0;
   uint64_t next_ino_ = 1;
   uint64_t view_epoch_ = 0;
   // Owner: creates lost to a full file table since the working files were

@@ -179,19 +179,20 @@ Status Store::Impl::LoadAsOwner() {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
   blocks_.ResetRefs();
-  std::map<std::string, NodePtr, std::less<>> working;
+  FileMap working;
   bool have_working = false;
   if (s.acked_epoch != 0) {
     DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(s.acked_slot, s.acked_epoch));
     acked_blocks_.assign(v.blocks, v.blocks + v.block_count);
     for (uint32_t b : acked_blocks_) blocks_.AddRef(b, kRefAcked);
     working = NodesFrom(v);
+    files_.ReserveInos(working);
   }
   if (s.pending_epoch != 0) {
     DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(s.pending_slot, s.pending_epoch));
     pending_blocks_.assign(v.blocks, v.blocks + v.block_count);
     for (uint32_t b : pending_blocks_) blocks_.AddRef(b, kRefPending);
-    NodesFrom(v);  // for next_ino_
+    files_.ReserveInos(NodesFrom(v));
   }
   if (s.working_slot != kNoSlot) {
     auto v = ParseSlotLocked(s.working_slot, 0);
@@ -202,7 +203,7 @@ Status Store::Impl::LoadAsOwner() {
   }
   // Creates lost to a full file table belong to the saved working files.
   if (!have_working || !LoadLostCreateLocked()) ClearLostCreateLocked();
-  files_ = std::move(working);
+  files_.Assign(std::move(working));
   for (auto& [path, node] : files_) {
     for (uint32_t b : node->blocks) {
       if (b != kNoBlock) blocks_.AddRef(b, kRefWorking);
@@ -226,21 +227,21 @@ Status Store::Impl::LoadView(uint64_t epoch) {
     if (s.working_slot != kNoSlot) {
       auto v = ParseSlotLocked(s.working_slot, 0);
       if (v.ok()) {
-        files_ = NodesFrom(*v);
+        files_.Assign(NodesFrom(*v));
         view_epoch_ = 0;
         return Status::OK();
       }
     }
     epoch = s.pending_epoch != 0 ? s.pending_epoch : s.acked_epoch;
     if (epoch == 0) {
-      files_.clear();
+      files_.Clear();
       view_epoch_ = 0;
       return Status::OK();
     }
   }
   state_ = s;
   DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
-  files_ = NodesFrom(v);
+  files_.Assign(NodesFrom(v));
   view_epoch_ = epoch;
   return Status::OK();
 }
@@ -284,11 +285,11 @@ Status Store::Impl::ResetWorkingToAckedLocked() {
     h = Handle{};
   }
   for (auto& [path, node] : files_) ReleaseNodeLocked(*node);
-  files_.clear();
+  files_.Clear();
   ClearLostCreateLocked();
   if (state_.acked_epoch != 0) {
     DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(state_.acked_slot, state_.acked_epoch));
-    files_ = NodesFrom(v);
+    files_.Assign(NodesFrom(v));
     for (auto& [path, node] : files_) {
       for (uint32_t b : node->blocks) {
         if (b == kNoBlock) continue;

@@ -74,7 +74,6 @@ Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
     if (!owner_) {
       DLCKPT_ASSIGN_OR_RETURN(s, ReadState());
     }
-    uint64_t ino = next_ino_;  // NodesFrom raises it; this only looks
     for (auto [slot, e] : {std::pair{s.pending_slot, s.pending_epoch}, std::pair{s.acked_slot, s.acked_epoch}}) {
       if (e == 0) continue;
       DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(slot, e));
@@ -93,7 +92,6 @@ Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
       want = c->second->crc;
       break;
     }
-    next_ino_ = ino;
     if (epoch == 0) return uint64_t{0};
   }
   std::vector<uint8_t> buf(std::min<uint64_t>(node.size, 1u << 20));

@@ -31,14 +31,15 @@ Status Store::Impl::AddEntryLocked(const FileEntry& e) {
   node->mode = e.mode;
   node->mtime_ns = e.mtime_ns;
   node->ino = e.ino;
-  next_ino_ = std::max(next_ino_, e.ino + 1);
-  files_.emplace(node->path, node);
+  files_.Insert(std::move(node));
   return Status::OK();
 }
 
 // Uncompressed stores: appends raw file bytes.
 Result<size_t> Store::Impl::AppendLocked(const std::string& path, const uint8_t* p, size_t n) {
-  Node& node = *files_.at(path);
+  auto it = files_.find(path);
+  if (it == files_.end()) return Status::NotFound("rebuilt store " + name() + ": no entry " + path);
+  Node& node = *it->second;
   return WriteAtLocked(node, p, n, node.size);
 }
 
@@ -48,7 +49,9 @@ Result<size_t> Store::Impl::AppendLocked(const std::string& path, const uint8_t*
 Status Store::Impl::AppendStoredLocked(const std::string& path, uint64_t ci, uint64_t len,
                                        const ChunkEntry& ce, uint64_t at, const uint8_t* p,
                                        size_t n) {
-  Node& node = *files_.at(path);
+  auto it = files_.find(path);
+  if (it == files_.end()) return Status::NotFound("rebuilt store " + name() + ": no entry " + path);
+  Node& node = *it->second;
   const uint64_t bs = geo_.block_size, first = ci * cpb_;
   if (at == 0) {
     Chunk c = ChunkFrom(ce, len);

@@ -3,9 +3,10 @@
 // layout.h for the bytes in shared memory.
 //
 // Ownership. An Impl owns its mapping of the shared memory object (shm_) and
-// everything in process memory: the working file set (files_, a map of Nodes
-// with their block lists), the open descriptors (handles_) and its
+// everything in process memory: the open descriptors (handles_) and its
 // collaborators, each with its contract in its own header:
+//   files_   FileTable (file_table.h): the working (or viewed) file set, a
+//            map of path to FileNode with its block list, inode numbers
 //   blocks_  BlockAllocator (block_allocator.h): the data area and one
 //            reference mask per block (acked / pending / working / held)
 // Committed versions live in slots in shared memory and are never written
@@ -59,6 +60,7 @@
 #include "dlckpt/base/status.h"
 #include "dlckpt/memfs/memfs.h"
 #include "block_allocator.h"
+#include "file_table.h"
 #include "layout.h"
 
 namespace dlckpt::memfs {
@@ -66,42 +68,8 @@ namespace dlckpt::memfs {
 class Store::Impl {
   // ---- types ------------------------------------------------------------------
 
-  static constexpr uint32_t kNoBlock = ~0u;  // an entry past the LZ4 block of a compressed chunk
-
-  // One chunk of a file in a compressed store.
-  struct Chunk {
-    uint32_t stored = 0;      // compressed: bytes of its LZ4 block; raw: 0
-    uint32_t crc = 0;         // CRC32C of its uncompressed bytes, if crc_valid
-    bool compressed = false;
-    bool crc_valid = false;
-    bool decided = false;     // raw: compression judged since its last change
-  };
-
-  struct Node {
-    std::string path;
-    uint32_t mode = 0;
-    uint64_t size = 0;
-    int64_t mtime_ns = 0;
-    uint64_t ino = 0;
-    std::vector<uint32_t> blocks;  // ceil(size / block_size) entries (kNoBlock: see above)
-    std::vector<Chunk> chunks;     // compressed stores: ceil(size / chunk_size) entries
-    uint32_t crc = 0;
-    bool crc_valid = false;
-    int open_count = 0;
-    bool linked = true;
-    // A failed write left the file incomplete (see "Failed writes" in
-    // memfs.h): damage.err != 0. `rewritten`: bytes [0, rewritten) written
-    // successfully since; the damage ends when that covers the whole file.
-    struct Damage {
-      int err = 0;
-      uint32_t op = 0;  // layout::DamageOp
-      uint64_t offset = 0;
-      uint64_t len = 0;
-    } damage;
-    uint64_t rewritten = 0;
-  };
-  using NodePtr = std::shared_ptr<Node>;
-  using FileMap = std::map<std::string, NodePtr, std::less<>>;
+  using Chunk = FileChunk;
+  using Node = FileNode;
 
   struct Handle {
     NodePtr node;
@@ -250,13 +218,11 @@ class Store::Impl {
   std::string Where(int fd) const;
   Status CheckPath(std::string_view path) const;
   Status RequireOwner(const char* what) const;
-  Result<FileMap::iterator> FileToChangeLocked(std::string_view path);
-  NodePtr NewNodeLocked(std::string_view path, uint32_t mode);
+  Result<FileTable::iterator> FileToChangeLocked(std::string_view path);
   int FreeHandleLocked();
   Result<Handle*> GetHandle(int fd);
   FileInfo InfoLocked(const Node& n) const;
-  bool HasChildrenLocked(std::string_view dir) const;
-  void DropLinkLocked(FileMap::iterator it);
+  void DropLinkLocked(FileTable::iterator it);
   void ReleaseNodeLocked(Node& node);
 
   // ---- blocks and the raw data path (blocks.cc) -----------------------------------------
@@ -320,7 +286,8 @@ class Store::Impl {
   Result<Version> CommittedVersionLocked(uint64_t epoch) const;
   // The chunk of `len` bytes a chunk entry describes.
   static Chunk ChunkFrom(const layout::ChunkEntry& ce, uint64_t len);
-  FileMap NodesFrom(const Version& v);
+  // The nodes of version v (new objects, in no table).
+  FileMap NodesFrom(const Version& v) const;
   uint64_t PublishedBlocksLocked() const;
 
   // ---- epochs (epochs.cc) -----------------------------------------------------------------
@@ -352,7 +319,7 @@ class Store::Impl {
 
   mutable std::mutex mu_;
   layout::StateRecord state_{};  // owner: as published; read-only: as last read
-  FileMap files_;
+  FileTable files_;
   std::vector<Handle> handles_;
   BlockAllocator blocks_;  // the data area and the blocks' reference masks
   std::vector<uint32_t> acked_blocks_, pending_blocks_;
@@ -360,7 +327,6 @@ class Store::Impl {
   uint64_t held_epoch_ = 0;
   uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
   double pretouch_seconds_ = 0;
-  uint64_t next_ino_ = 1;
   uint64_t view_epoch_ = 0;
   // Owner: creates lost to a full file table since the working files were
   // reset or a commit reported them (mirrored in the header: LostCreate).

@@ -222,8 +222,8 @@ Store::Impl::Chunk Store::Impl::ChunkFrom(const ChunkEntry& ce, uint64_t len) {
   return c;
 }
 
-Store::Impl::FileMap Store::Impl::NodesFrom(const Version& v) {
-  std::map<std::string, NodePtr, std::less<>> out;
+FileMap Store::Impl::NodesFrom(const Version& v) const {
+  FileMap out;
   const uint64_t bs = geo_.block_size;
   uint64_t bi = 0, ci = 0;
   for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
@@ -258,7 +258,6 @@ Store::Impl::FileMap Store::Impl::NodesFrom(const Version& v) {
         n->chunks.push_back(c);
       }
     }
-    next_ino_ = std::max(next_ino_, e.ino + 1);
     out.emplace(n->path, n);
   }
   return out;

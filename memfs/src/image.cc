@@ -38,19 +38,21 @@ std::string Hex(uint32_t v) {
 
 Status Store::Impl::Verify(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
-  DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
+  DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.Committed(epoch));
   return VerifyVersionLocked(v);
 }
 
 Status Store::Impl::CheckSlots() {
   std::lock_guard<std::mutex> lock(mu_);
-  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
-  if (s.acked_epoch != 0) DLCKPT_RETURN_IF_ERROR(ParseSlotLocked(s.acked_slot, s.acked_epoch).status());
+  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, versions_.ReadState());
+  if (s.acked_epoch != 0) {
+    DLCKPT_RETURN_IF_ERROR(versions_.ParseSlot(s.acked_slot, s.acked_epoch).status());
+  }
   if (s.pending_epoch != 0) {
-    DLCKPT_RETURN_IF_ERROR(ParseSlotLocked(s.pending_slot, s.pending_epoch).status());
+    DLCKPT_RETURN_IF_ERROR(versions_.ParseSlot(s.pending_slot, s.pending_epoch).status());
   }
   if (s.working_slot != kNoSlot) {
-    Status w = ParseSlotLocked(s.working_slot, 0).status();
+    Status w = versions_.ParseSlot(s.working_slot, 0).status();
     if (!w.ok()) return Status::Corruption(w.message() + " (the saved working files)");
   }
   return Status::OK();
@@ -70,14 +72,11 @@ Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
   } else {
     // Working files: the committed version still holding exactly these
     // blocks (the file is unchanged since that commit) vouches for them.
-    StateRecord s = state_;
-    if (!owner_) {
-      DLCKPT_ASSIGN_OR_RETURN(s, ReadState());
-    }
+    DLCKPT_ASSIGN_OR_RETURN(StateRecord s, versions_.Current());
     for (auto [slot, e] : {std::pair{s.pending_slot, s.pending_epoch}, std::pair{s.acked_slot, s.acked_epoch}}) {
       if (e == 0) continue;
-      DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(slot, e));
-      FileMap committed = NodesFrom(v);
+      DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.ParseSlot(slot, e));
+      FileMap committed = versions_.NodesFrom(v);
       auto c = committed.find(path);
       if (c == committed.end() || c->second->size != node.size || c->second->blocks != node.blocks) {
         continue;
@@ -112,7 +111,7 @@ Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
 
 Result<Image> Store::Impl::GetImage(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
-  DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
+  DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.Committed(epoch));
   Image img;
   img.epoch = epoch;
   const uint64_t head = sizeof(ImageHeader) + uint64_t{v.hdr->nfiles} * sizeof(FileEntry);

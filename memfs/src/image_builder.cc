@@ -77,7 +77,7 @@ Status Store::Impl::AppendStoredLocked(const std::string& path, uint64_t ci, uin
 
 // Publishes the version with the given image metadata bytes as acknowledged.
 Status Store::Impl::PublishImageLocked(const uint8_t* meta, uint64_t epoch) {
-  FreezeWorkingLocked(0, epoch, meta, kRefAcked);
+  versions_.Freeze(0, epoch, meta, kRefAcked, files_);
   for (auto& [path, node] : files_) node->crc_valid = false;
   return Status::OK();
 }
@@ -85,7 +85,8 @@ Status Store::Impl::PublishImageLocked(const uint8_t* meta, uint64_t epoch) {
 // Verifies the published acknowledged version (every CRC, over the
 // uncompressed bytes).
 Status Store::Impl::VerifyAckedLocked() {
-  DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(state_.acked_slot, state_.acked_epoch));
+  const StateRecord& s = versions_.state();
+  DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.ParseSlot(s.acked_slot, s.acked_epoch));
   return VerifyVersionLocked(v);
 }
 

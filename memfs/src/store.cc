@@ -70,12 +70,16 @@ uint32_t DefaultMaxFiles(uint64_t capacity) {
 }
 
 Store::Impl::Impl(Env* env, std::unique_ptr<MappedShm> shm, bool owner)
-    : env_(env), shm_(std::move(shm)), owner_(owner), base_(shm_->data()) {}
+    : env_(env),
+      shm_(std::move(shm)),
+      owner_(owner),
+      base_(shm_->data()),
+      versions_(shm_->name(), env, owner, base_, &blocks_) {}
 
 Store::Impl::~Impl() {
   if (owner_ && !abandoned_) {
     std::lock_guard<std::mutex> lock(mu_);
-    SaveWorkingLocked();
+    versions_.SaveWorking(files_);
   }
 }
 
@@ -173,9 +177,8 @@ Result<std::unique_ptr<Store::Impl>> Store::Impl::Create(const std::string& name
   StateRecord s{};
   s.acked_slot = s.pending_slot = s.working_slot = kNoSlot;
   s.next_epoch = 1;
-  impl->state_ = s;
-  impl->PublishStateLocked(s);
-  impl->PublishStateLocked(s);  // both records valid
+  impl->versions_.Publish(s);
+  impl->versions_.Publish(s);  // both records valid
   return impl;
 }
 
@@ -205,7 +208,7 @@ StoreStats Store::Impl::Stats() {
   st.block_size = geo_.block_size;
   st.blocks_total = geo_.nblocks;
   st.blocks_free = owner_ ? blocks_.free() : 0;
-  st.blocks_used = owner_ ? blocks_.used() : PublishedBlocksLocked();
+  st.blocks_used = owner_ ? blocks_.used() : versions_.PublishedBlocks();
   st.max_files = geo_.max_files;
   st.compression = compressed_ ? Compression::kLz4 : Compression::kNone;
   st.chunk_size = geo_.chunk_size;
@@ -256,6 +259,7 @@ Status Store::Impl::ValidateGeometry() {
 void Store::Impl::SetGeometry(const Geometry& g) {
   geo_ = g;
   blocks_.SetArea(base_ + g.data_offset, g.block_size, g.nblocks);
+  versions_.SetGeometry(g);
   compressed_ = g.compression != kCompressNone;
   cpb_ = compressed_ ? g.chunk_size / g.block_size : 0;
 }

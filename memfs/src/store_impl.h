@@ -5,10 +5,12 @@
 // Ownership. An Impl owns its mapping of the shared memory object (shm_) and
 // everything in process memory: the open descriptors (handles_) and its
 // collaborators, each with its contract in its own header:
-//   files_   FileTable (file_table.h): the working (or viewed) file set, a
-//            map of path to FileNode with its block list, inode numbers
-//   blocks_  BlockAllocator (block_allocator.h): the data area and one
-//            reference mask per block (acked / pending / working / held)
+//   files_     FileTable (file_table.h): the working (or viewed) file set,
+//              a map of path to FileNode with its block list; inode numbers
+//   blocks_    BlockAllocator (block_allocator.h): the data area and one
+//              reference mask per block (acked / pending / working / held)
+//   versions_  VersionSet (versions.h): the version slots and state records,
+//              the epochs and the blocks they keep
 // Committed versions live in slots in shared memory and are never written
 // again while referenced by the published state. The destructor of an owner
 // saves the working files into a free slot for the next owner (unless
@@ -19,7 +21,7 @@
 // helpers, expect mu_ held by the caller; so do the collaborators, which have
 // no lock of their own and are called only with mu_ held. Read-only attachers
 // share nothing with the owner process but the mapping and read its state
-// records lock-free (ReadState retries torn reads).
+// records lock-free (VersionSet::ReadState retries torn reads).
 //
 // Failure. Every method returns a Status naming the store (and path or fd);
 // nothing throws on purpose (std::bad_alloc may escape to the C API's guard).
@@ -36,11 +38,10 @@
 //
 // The methods are defined by concern:
 //   store.cc          construction, attach, geometry, stats, the Store facade
-//   files.cc          the file table and descriptors
+//   files.cc          the file operations and descriptors
 //   damage.cc         failed writes: damaged files, lost creates, refused commits
-//   blocks.cc         block allocation and the raw data path (read, write, truncate)
+//   blocks.cc         the raw data path (read, write, truncate)
 //   chunks.cc         LZ4 chunks of compressed stores
-//   versions.cc       version slots and state records in shared memory
 //   epochs.cc         commit / acknowledge / rollback / restore, owner and view loading
 //   image.cc          the encoding view (GetImage) and verification of epochs
 //   image_builder.cc  ImageBuilder and the Impl methods it builds a store with
@@ -62,6 +63,7 @@
 #include "block_allocator.h"
 #include "file_table.h"
 #include "layout.h"
+#include "versions.h"
 
 namespace dlckpt::memfs {
 
@@ -75,18 +77,6 @@ class Store::Impl {
     NodePtr node;
     int flags = 0;
     uint64_t offset = 0;
-  };
-
-  // A committed (or saved working) version parsed and validated from a slot.
-  struct Version {
-    uint64_t slot = layout::kNoSlot;
-    uint64_t epoch = 0;
-    const layout::ImageHeader* hdr = nullptr;
-    const layout::FileEntry* entries = nullptr;
-    const uint32_t* blocks = nullptr;  // all files' blocks, in entry order
-    uint64_t block_count = 0;
-    // Compressed stores: all files' chunks, in entry order.
-    const layout::ChunkEntry* chunks = nullptr;
   };
 
   // What undoes a compressed-store write that must not half-happen (see
@@ -273,33 +263,11 @@ class Store::Impl {
   Result<uint64_t> WriteChunksLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t end);
   void RollBackLocked(Node& node, const Undo& u);
 
-  // ---- slots and state (versions.cc) ------------------------------------------------------
+  // ---- loading (epochs.cc) ----------------------------------------------------------------
 
-  uint8_t* SlotPtr(uint64_t slot) const {
-    return base_ + geo_.slot_offset + slot * geo_.slot_size;
-  }
-  uint64_t FreeSlotLocked() const;
-  void WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* meta);
-  void PublishStateLocked(layout::StateRecord s);
-  Result<layout::StateRecord> ReadState() const;
-  Result<Version> ParseSlotLocked(uint64_t slot, uint64_t epoch) const;
-  Result<Version> CommittedVersionLocked(uint64_t epoch) const;
-  // The chunk of `len` bytes a chunk entry describes.
-  static Chunk ChunkFrom(const layout::ChunkEntry& ce, uint64_t len);
-  // The nodes of version v (new objects, in no table).
-  FileMap NodesFrom(const Version& v) const;
-  uint64_t PublishedBlocksLocked() const;
-
-  // ---- epochs (epochs.cc) -----------------------------------------------------------------
-
-  void FreezeWorkingLocked(uint64_t slot, uint64_t epoch, const uint8_t* meta, uint8_t ref);
   Status LoadAsOwner();
   Status LoadView(uint64_t epoch);
-  Status AcknowledgeLocked(uint64_t epoch);
-  void AbortPendingLocked();
-  void ReleaseHoldLocked();
   Status ResetWorkingToAckedLocked();
-  void SaveWorkingLocked();
 
   // ---- images (image.cc) ------------------------------------------------------------------
 
@@ -318,13 +286,10 @@ class Store::Impl {
   uint32_t max_open_ = 1024;
 
   mutable std::mutex mu_;
-  layout::StateRecord state_{};  // owner: as published; read-only: as last read
   FileTable files_;
   std::vector<Handle> handles_;
   BlockAllocator blocks_;  // the data area and the blocks' reference masks
-  std::vector<uint32_t> acked_blocks_, pending_blocks_;
-  std::vector<uint32_t> held_blocks_;  // carry kRefHeld
-  uint64_t held_epoch_ = 0;
+  VersionSet versions_;    // the slots, the state and the epochs; uses blocks_
   uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
   double pretouch_seconds_ = 0;
   uint64_t view_epoch_ = 0;

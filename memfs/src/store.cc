@@ -74,7 +74,8 @@ Store::Impl::Impl(Env* env, std::unique_ptr<MappedShm> shm, bool owner)
       shm_(std::move(shm)),
       owner_(owner),
       base_(shm_->data()),
-      versions_(shm_->name(), env, owner, base_, &blocks_) {}
+      versions_(shm_->name(), env, owner, base_, &blocks_),
+      images_(shm_->name(), &blocks_) {}
 
 Store::Impl::~Impl() {
   if (owner_ && !abandoned_) {
@@ -260,6 +261,7 @@ void Store::Impl::SetGeometry(const Geometry& g) {
   geo_ = g;
   blocks_.SetArea(base_ + g.data_offset, g.block_size, g.nblocks);
   versions_.SetGeometry(g);
+  images_.SetGeometry(g);
   compressed_ = g.compression != kCompressNone;
   cpb_ = compressed_ ? g.chunk_size / g.block_size : 0;
 }

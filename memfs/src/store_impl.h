@@ -11,6 +11,8 @@
 //              reference mask per block (acked / pending / working / held)
 //   versions_  VersionSet (versions.h): the version slots and state records,
 //              the epochs and the blocks they keep
+//   images_    VersionImage (image.h): a version's image (extents) and the
+//              verification of its CRCs
 // Committed versions live in slots in shared memory and are never written
 // again while referenced by the published state. The destructor of an owner
 // saves the working files into a free slot for the next owner (unless
@@ -43,14 +45,13 @@
 //   blocks.cc         the raw data path (read, write, truncate)
 //   chunks.cc         LZ4 chunks of compressed stores
 //   epochs.cc         commit / acknowledge / rollback / restore, owner and view loading
-//   image.cc          the encoding view (GetImage) and verification of epochs
+//   image.cc          GetImage and the verification of epochs and files
 //   image_builder.cc  ImageBuilder and the Impl methods it builds a store with
 #ifndef DLCKPT_MEMFS_STORE_IMPL_H_
 #define DLCKPT_MEMFS_STORE_IMPL_H_
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +63,7 @@
 #include "dlckpt/memfs/memfs.h"
 #include "block_allocator.h"
 #include "file_table.h"
+#include "image.h"
 #include "layout.h"
 #include "versions.h"
 
@@ -91,17 +93,6 @@ class Store::Impl {
     Chunk saved;
     std::vector<uint32_t> saved_blocks;
     std::vector<uint32_t> kept;
-  };
-
-  // One stretch of a version's file data as stored: a whole file of an
-  // uncompressed store, or one chunk.
-  struct Piece {
-    uint32_t file;           // entry index
-    uint64_t offset;         // in the file
-    uint64_t len;            // uncompressed bytes
-    uint64_t stored;         // bytes in the image (== len unless compressed)
-    uint32_t crc;            // compressed stores: the chunk entry's CRC
-    const uint32_t* blocks;  // ceil(stored / block_size) blocks
   };
 
  public:
@@ -271,8 +262,7 @@ class Store::Impl {
 
   // ---- images (image.cc) ------------------------------------------------------------------
 
-  template <class Fn>
-  Status ForEachPiece(const Version& v, Fn&& fn) const;
+  // images_.Verify with this store's decompressor.
   Status VerifyVersionLocked(const Version& v);
 
   // ---- state --------------------------------------------------------------------------------
@@ -286,10 +276,11 @@ class Store::Impl {
   uint32_t max_open_ = 1024;
 
   mutable std::mutex mu_;
-  FileTable files_;
+  FileTable files_;          // the working (owner) or viewed (read-only) files
   std::vector<Handle> handles_;
-  BlockAllocator blocks_;  // the data area and the blocks' reference masks
-  VersionSet versions_;    // the slots, the state and the epochs; uses blocks_
+  BlockAllocator blocks_;    // the data area and the blocks' reference masks
+  VersionSet versions_;      // the slots, the state and the epochs; uses blocks_
+  VersionImage images_;      // the encoding view of versions; uses blocks_
   uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
   double pretouch_seconds_ = 0;
   uint64_t view_epoch_ = 0;

@@ -257,6 +257,21 @@ FileMap VersionSet::NodesFrom(const Version& v) const {
   return out;
 }
 
+Status VersionSet::CheckPublished() const {
+  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
+  if (s.acked_epoch != 0) {
+    DLCKPT_RETURN_IF_ERROR(ParseSlot(s.acked_slot, s.acked_epoch).status());
+  }
+  if (s.pending_epoch != 0) {
+    DLCKPT_RETURN_IF_ERROR(ParseSlot(s.pending_slot, s.pending_epoch).status());
+  }
+  if (s.working_slot != kNoSlot) {
+    Status w = ParseSlot(s.working_slot, 0).status();
+    if (!w.ok()) return Status::Corruption(w.message() + " (the saved working files)");
+  }
+  return Status::OK();
+}
+
 uint64_t VersionSet::PublishedBlocks() const {
   auto s = ReadState();
   if (!s.ok()) return 0;

@@ -106,6 +106,8 @@ class VersionSet {
   // The nodes of version v, with their blocks and chunks; checksums count
   // as valid for a committed version only.
   FileMap NodesFrom(const Version& v) const;
+  // Parses every version the published state refers to (Store::CheckSlots).
+  Status CheckPublished() const;
   // Read-only attachers: the blocks the published state's versions fill.
   uint64_t PublishedBlocks() const;
 

@@ -1,24 +1,23 @@
-// blocks.cc — block allocation and the raw data path of a store's working
-// files: reading, writing with copy-on-write, truncating, and file CRCs
-// (Store::Impl, see store_impl.h).
+// blocks.cc — the raw data path of a store's working files: reading, writing
+// with copy-on-write, truncating, and file CRCs (Store::Impl, see
+// store_impl.h; the blocks themselves are BlockAllocator's, block_allocator.h).
 //
-// Ownership: refs_ holds one reference mask per data block (kRefAcked,
-// kRefPending, kRefWorking); a block is free when its mask is 0, and
-// free_blocks_ counts those. Only the owner allocates. A block referenced by
-// a committed epoch (kRefFrozen) is never written: a write into it copies the
-// block first (copy-on-write) and drops the working reference to the old one.
+// Ownership: a Node's block list holds one working reference (kRefWorking)
+// per block. Only the owner allocates. A block referenced by a committed
+// epoch (kRefFrozen) is never written: a write into it copies the block first
+// (copy-on-write) and drops the working reference to the old one.
 //
 // Thread safety: every function here expects mu_ held.
 //
 // Failure: ENOSPC naming the store and path when blocks run out. Writes are
 // counted before any block is touched, so a failed write changes nothing and
 // a partial one stops at a block boundary; TruncateLocked extends
-// all-or-nothing. AllocBlockLocked aborts if free_blocks_ lied (an invariant).
+// all-or-nothing. AllocBlockLocked is called only when a block is free (see
+// BlockAllocator::Allocate).
 // In compressed stores reads may fail with EBADMSG (a damaged LZ4 block).
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "dlckpt/base/crc32c.h"
@@ -28,29 +27,10 @@ namespace dlckpt::memfs {
 
 using namespace layout;  // NOLINT(google-build-using-namespace)
 
-// Drops reference `ref` from block b; the block is free once nothing refers to it.
-void Store::Impl::DropRefLocked(uint32_t b, uint8_t ref) {
-  refs_[b] &= static_cast<uint8_t>(~ref);
-  if (refs_[b] == 0) free_blocks_++;
-}
-
-void Store::Impl::ReleaseBlockLocked(uint32_t b) { DropRefLocked(b, kRefWorking); }
-
-// Finds a free block (one must exist), preferring the one after the last.
 uint32_t Store::Impl::AllocBlockLocked() {
-  uint64_t n = geo_.nblocks;
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t b = cursor_ + i;
-    if (b >= n) b -= n;
-    if (refs_[b] == 0) {
-      refs_[b] = kRefWorking;
-      free_blocks_--;
-      cursor_ = b + 1 == n ? 0 : b + 1;
-      if (b == cache_block_) cache_block_ = kNoBlock;  // the cached chunk's block is reused
-      return static_cast<uint32_t>(b);
-    }
-  }
-  std::abort();  // free_blocks_ said there was one: the allocator's invariant broke
+  uint32_t b = blocks_.Allocate();
+  if (b == cache_block_) cache_block_ = kNoBlock;  // the cached chunk's block is reused
+  return b;
 }
 
 Result<size_t> Store::Impl::ReadAtLocked(const Node& node, uint8_t* out, size_t len, uint64_t off) {
@@ -73,7 +53,7 @@ Result<size_t> Store::Impl::ReadAtLocked(const Node& node, uint8_t* out, size_t 
     }
     uint64_t bi = pos / bs, bo = pos % bs;
     size_t piece = static_cast<size_t>(std::min<uint64_t>(bs - bo, n - done));
-    std::memcpy(out + done, BlockPtr(node.blocks[bi]) + bo, piece);
+    std::memcpy(out + done, blocks_.Ptr(node.blocks[bi]) + bo, piece);
     done += piece;
   }
   return n;
@@ -106,7 +86,7 @@ Result<size_t> Store::Impl::WriteAtLocked(Node& node, const uint8_t* src, size_t
 
 Status Store::Impl::FullLocked(const Node& node) const {
   return Status::NoSpace(Where(node.path) + ": store full (" + std::to_string(geo_.capacity) +
-                         " bytes, " + std::to_string(free_blocks_) + " blocks free)");
+                         " bytes, " + std::to_string(blocks_.free()) + " blocks free)");
 }
 
 // Writes file positions [from, to) (from <= size) block by block: bytes
@@ -118,12 +98,12 @@ Status Store::Impl::FullLocked(const Node& node) const {
 uint64_t Store::Impl::WriteRangeLocked(Node& node, const uint8_t* src, uint64_t off,
                                        uint64_t from, uint64_t to, uint64_t need) {
   const uint64_t bs = geo_.block_size;
-  uint64_t budget = free_blocks_;
+  uint64_t budget = blocks_.free();
   uint64_t first_b = from / bs, last_b = (to - 1) / bs;
   uint64_t end = to;
   for (uint64_t b = first_b; b <= last_b; ++b) {
     bool fresh = b >= node.blocks.size() || node.blocks[b] == kNoBlock ||
-                 (refs_[node.blocks[b]] & kRefFrozen);
+                 (blocks_.refs(node.blocks[b]) & kRefFrozen);
     if (!fresh) continue;
     if (budget == 0) {
       end = b * bs;
@@ -139,21 +119,21 @@ uint64_t Store::Impl::WriteRangeLocked(Node& node, const uint8_t* src, uint64_t 
     if (bi >= node.blocks.size()) {
       uint32_t b = AllocBlockLocked();
       node.blocks.push_back(b);
-      blk = BlockPtr(b);
+      blk = blocks_.Ptr(b);
     } else if (node.blocks[bi] == kNoBlock) {
       // A dropped compressed chunk: its old bytes are all being overwritten.
       node.blocks[bi] = AllocBlockLocked();
-      blk = BlockPtr(node.blocks[bi]);
-    } else if (refs_[node.blocks[bi]] & kRefFrozen) {
+      blk = blocks_.Ptr(node.blocks[bi]);
+    } else if (blocks_.refs(node.blocks[bi]) & kRefFrozen) {
       // Copy-on-write: the committed bytes stay where they are.
       uint32_t old = node.blocks[bi];
       uint32_t b = AllocBlockLocked();
-      blk = BlockPtr(b);
-      if (piece < bs) std::memcpy(blk, BlockPtr(old), bs);
+      blk = blocks_.Ptr(b);
+      if (piece < bs) std::memcpy(blk, blocks_.Ptr(old), bs);
       node.blocks[bi] = b;
       DropWorkingRefLocked(node, bi, old);
     } else {
-      blk = BlockPtr(node.blocks[bi]);
+      blk = blocks_.Ptr(node.blocks[bi]);
     }
     // [pos, pos + piece) splits into a hole part (< off) and a data part.
     uint64_t hole_end = std::min(std::max(pos, off), pos + piece);
@@ -217,7 +197,7 @@ Status Store::Impl::ShrinkLocked(Node& node, uint64_t size) {
   }
   uint64_t keep = BlocksFor(size, geo_.block_size);
   for (uint64_t i = keep; i < node.blocks.size(); ++i) {
-    if (node.blocks[i] != kNoBlock) ReleaseBlockLocked(node.blocks[i]);
+    if (node.blocks[i] != kNoBlock) blocks_.Release(node.blocks[i]);
   }
   node.blocks.resize(keep);
   node.size = size;
@@ -240,7 +220,7 @@ Result<uint32_t> Store::Impl::NodeCrcLocked(Node& node) {
     uint64_t left = node.size;
     for (uint32_t b : node.blocks) {
       uint64_t n = std::min<uint64_t>(left, geo_.block_size);
-      crc = Crc32c(BlockPtr(b), n, crc);
+      crc = Crc32c(blocks_.Ptr(b), n, crc);
       left -= n;
     }
     return crc;

@@ -46,7 +46,7 @@ void Store::Impl::DropWorkingRefLocked(const Node& node, uint64_t bi, uint32_t b
   if (compressed_ && UndoKeepsLocked(node, bi)) {
     undo_->kept.push_back(b);
   } else {
-    ReleaseBlockLocked(b);
+    blocks_.Release(b);
   }
 }
 
@@ -57,7 +57,7 @@ uint64_t Store::Impl::ReclaimableLocked(const Node& node, uint64_t ci) const {
   uint64_t n = 0;
   for (uint64_t i = first; i < first + ChunkEntries(node, ci); ++i) {
     uint32_t b = node.blocks[i];
-    if (b != kNoBlock && refs_[b] == kRefWorking) ++n;
+    if (b != kNoBlock && blocks_.refs(b) == kRefWorking) ++n;
   }
   return n;
 }
@@ -79,7 +79,7 @@ void Store::Impl::FillFreshLocked(Node& node, uint64_t first, const uint8_t* p, 
   for (uint64_t j = 0; j * bs < n; ++j) {
     uint32_t b = AllocBlockLocked();
     node.blocks[first + j] = b;
-    std::memcpy(BlockPtr(b), p + j * bs, std::min(bs, n - j * bs));
+    std::memcpy(blocks_.Ptr(b), p + j * bs, std::min(bs, n - j * bs));
   }
 }
 
@@ -90,10 +90,10 @@ const uint8_t* Store::Impl::ContiguousLocked(const uint32_t* blocks, uint64_t n,
   const uint64_t bs = geo_.block_size, k = BlocksFor(n, bs);
   bool consecutive = true;
   for (uint64_t j = 1; j < k && consecutive; ++j) consecutive = blocks[j] == blocks[0] + j;
-  if (consecutive) return BlockPtr(blocks[0]);
+  if (consecutive) return blocks_.Ptr(blocks[0]);
   if (buf->size() < k * bs) buf->resize(k * bs);
   for (uint64_t j = 0; j < k; ++j) {
-    std::memcpy(buf->data() + j * bs, BlockPtr(blocks[j]), std::min(bs, n - j * bs));
+    std::memcpy(buf->data() + j * bs, blocks_.Ptr(blocks[j]), std::min(bs, n - j * bs));
   }
   return buf->data();
 }
@@ -174,7 +174,7 @@ void Store::Impl::TryCompressLocked(Node& node, uint64_t ci) {
   c.crc_valid = true;
   c.decided = true;
   uint32_t n = CompressLocked(in, len);
-  if (n == 0 || BlocksFor(n, geo_.block_size) > free_blocks_ + ReclaimableLocked(node, ci)) return;
+  if (n == 0 || BlocksFor(n, geo_.block_size) > blocks_.free() + ReclaimableLocked(node, ci)) return;
   uint32_t crc = c.crc;
   DropChunkLocked(node, ci);
   FillFreshLocked(node, first, cbuf_.data(), n);
@@ -193,7 +193,7 @@ bool Store::Impl::StoreWholeChunkLocked(Node& node, uint64_t ci, const uint8_t* 
   uint32_t crc = Crc32c(data, cs);
   uint32_t n = CompressLocked(data, cs);
   uint64_t need = n ? BlocksFor(n, geo_.block_size) : cpb_;
-  if (need > free_blocks_ + ReclaimableLocked(node, ci)) return false;
+  if (need > blocks_.free() + ReclaimableLocked(node, ci)) return false;
   uint64_t first = ci * cpb_;
   if (ci < node.chunks.size()) DropChunkLocked(node, ci);
   if (node.blocks.size() < first + cpb_) node.blocks.resize(first + cpb_, kNoBlock);
@@ -210,7 +210,7 @@ bool Store::Impl::StoreWholeChunkLocked(Node& node, uint64_t ci, const uint8_t* 
 // they are not there (nothing changed).
 Status Store::Impl::ExpandLocked(Node& node, uint64_t ci) {
   uint64_t len = ChunkLen(node, ci), nraw = BlocksFor(len, geo_.block_size);
-  uint64_t avail = free_blocks_ + ReclaimableLocked(node, ci);
+  uint64_t avail = blocks_.free() + ReclaimableLocked(node, ci);
   if (nraw > avail) {
     return Status::NoSpace(Where(node.path) + ": store full (decompressing the chunk at offset " +
                            std::to_string(ci * geo_.chunk_size) + " needs " +
@@ -252,7 +252,7 @@ Result<size_t> Store::Impl::WriteCompressedLocked(Node& node, const uint8_t* src
     if (!reached.ok()) return reached.status();
     return FullLocked(node);
   }
-  for (uint32_t b : u.kept) ReleaseBlockLocked(b);
+  for (uint32_t b : u.kept) blocks_.Release(b);
   return static_cast<size_t>(*reached - off);
 }
 
@@ -271,7 +271,7 @@ Result<uint64_t> Store::Impl::WriteChunksLocked(Node& node, const uint8_t* src, 
     if (ci < node.chunks.size() && node.chunks[ci].compressed) {
       if (pos == c0 && b >= c0 + ChunkLen(node, ci)) {
         // Every byte of the chunk is overwritten: no need to decompress.
-        if (BlocksFor(b - c0, geo_.block_size) > free_blocks_ + ReclaimableLocked(node, ci)) {
+        if (BlocksFor(b - c0, geo_.block_size) > blocks_.free() + ReclaimableLocked(node, ci)) {
           return pos;
         }
         DropChunkLocked(node, ci);
@@ -297,10 +297,10 @@ void Store::Impl::RollBackLocked(Node& node, const Undo& u) {
   uint64_t first = u.chunk * cpb_;
   for (uint64_t i = first; i < node.blocks.size(); ++i) {
     uint32_t b = node.blocks[i];
-    if (b != kNoBlock && !saved(b)) ReleaseBlockLocked(b);
+    if (b != kNoBlock && !saved(b)) blocks_.Release(b);
   }
   for (uint32_t b : u.kept) {
-    if (!saved(b)) ReleaseBlockLocked(b);
+    if (!saved(b)) blocks_.Release(b);
   }
   node.blocks.resize(first);
   node.blocks.insert(node.blocks.end(), u.saved_blocks.begin(), u.saved_blocks.end());

@@ -135,7 +135,7 @@ Status Store::Impl::DamageLocked(uint64_t epoch) const {
                 " files; raise the capacity (dlckpt-run --capacity, DLCKPT_STORE_CAPACITY, dlckpt-fuse "
                 "--capacity) or the file table (DLCKPT_MAX_FILES, --max-files), then write the file again "
                 "(O_TRUNC), truncate it to 0 or remove it. Nothing was committed: the acknowledged epoch " +
-                std::to_string(state_.acked_epoch) + " is unchanged");
+                std::to_string(versions_.state().acked_epoch) + " is unchanged");
 }
 
 }  // namespace dlckpt::memfs

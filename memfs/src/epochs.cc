@@ -2,11 +2,10 @@
 // loading a store's state as owner or read-only viewer (Store::Impl, see
 // store_impl.h and "Epochs" in dlckpt/memfs/memfs.h).
 //
-// Ownership: acked_blocks_ and pending_blocks_ list the blocks of the two
-// committed versions and carry the kRefAcked / kRefPending bits in refs_;
-// the working files carry kRefWorking. A transition first publishes the new
-// state record, then moves the bits, so a crash between the two leaves the
-// published state consistent (the next owner rebuilds refs_ from it).
+// Ownership: the slots, the state and the blocks of the committed epochs are
+// versions_' (a VersionSet, versions.h), which makes the transitions; the
+// working files carry kRefWorking on their blocks (blocks_). Loading rebuilds
+// both from the published state.
 //
 // Thread safety: every public method takes mu_; the *Locked helpers and
 // LoadView expect it held; LoadAsOwner takes it itself (it runs before the
@@ -28,29 +27,24 @@ using namespace layout;  // NOLINT(google-build-using-namespace)
 
 EpochState Store::Impl::Epochs() {
   std::lock_guard<std::mutex> lock(mu_);
-  StateRecord s;
-  if (owner_) {
-    s = state_;
-  } else {
-    auto r = ReadState();
-    if (!r.ok()) return {};
-    s = *r;
-  }
-  return EpochState{s.acked_epoch, s.pending_epoch, s.next_epoch};
+  auto s = versions_.Current();
+  if (!s.ok()) return {};
+  return EpochState{s->acked_epoch, s->pending_epoch, s->next_epoch};
 }
 
 Result<uint64_t> Store::Impl::Commit(uint64_t want_epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(RequireOwner("commit"));
-  if (state_.pending_epoch != 0) {
-    return Status::Busy("store " + name() + ": epoch " + std::to_string(state_.pending_epoch) +
+  const StateRecord& state = versions_.state();
+  if (state.pending_epoch != 0) {
+    return Status::Busy("store " + name() + ": epoch " + std::to_string(state.pending_epoch) +
                         " still awaits acknowledgement");
   }
-  uint64_t epoch = want_epoch == 0 ? state_.next_epoch : want_epoch;
-  if (epoch < state_.next_epoch) {
+  uint64_t epoch = want_epoch == 0 ? state.next_epoch : want_epoch;
+  if (epoch < state.next_epoch) {
     return Status::InvalidArgument("store " + name() + ": epoch " + std::to_string(epoch) +
                                    " is not newer than every epoch seen (next is " +
-                                   std::to_string(state_.next_epoch) + ")");
+                                   std::to_string(state.next_epoch) + ")");
   }
   Status damaged = DamageLocked(epoch);
   if (!damaged.ok()) {
@@ -63,42 +57,43 @@ Result<uint64_t> Store::Impl::Commit(uint64_t want_epoch) {
       node->crc_valid = true;
     }
   }
-  FreezeWorkingLocked(FreeSlotLocked(), epoch, nullptr, kRefPending);
+  versions_.Freeze(versions_.FreeSlot(), epoch, nullptr, kRefPending, files_);
   return epoch;
 }
 
 Status Store::Impl::Acknowledge(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(RequireOwner("acknowledge"));
-  return AcknowledgeLocked(epoch);
+  return versions_.Acknowledge(epoch);
 }
 
 Status Store::Impl::AbortPending() {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(RequireOwner("abort"));
-  AbortPendingLocked();
+  versions_.AbortPending();
   return Status::OK();
 }
 
 Status Store::Impl::Rollback() {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(RequireOwner("rollback"));
-  AbortPendingLocked();
+  versions_.AbortPending();
   return ResetWorkingToAckedLocked();
 }
 
 Status Store::Impl::Restore(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(RequireOwner("restore"));
-  if (epoch != 0 && epoch == state_.pending_epoch) {
-    DLCKPT_RETURN_IF_ERROR(AcknowledgeLocked(epoch));
-  } else if (epoch == 0 || epoch != state_.acked_epoch) {
+  const StateRecord& state = versions_.state();
+  if (epoch != 0 && epoch == state.pending_epoch) {
+    DLCKPT_RETURN_IF_ERROR(versions_.Acknowledge(epoch));
+  } else if (epoch == 0 || epoch != state.acked_epoch) {
     return Status::NotFound("store " + name() + ": epoch " + std::to_string(epoch) +
                             " is not committed here (acknowledged " +
-                            std::to_string(state_.acked_epoch) + ", pending " +
-                            std::to_string(state_.pending_epoch) + ")");
+                            std::to_string(state.acked_epoch) + ", pending " +
+                            std::to_string(state.pending_epoch) + ")");
   }
-  AbortPendingLocked();
+  versions_.AbortPending();
   return ResetWorkingToAckedLocked();
 }
 
@@ -111,169 +106,75 @@ Status Store::Impl::View(uint64_t epoch) {
 Status Store::Impl::Hold(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(RequireOwner("hold"));
-  if (held_epoch_ == epoch && epoch != 0) return Status::OK();
-  if (held_epoch_ != 0) {
-    return Status::Busy("store " + name() + ": epoch " + std::to_string(held_epoch_) +
-                        " is held; release it before holding epoch " + std::to_string(epoch));
-  }
-  if (epoch == 0 || epoch != state_.acked_epoch) {
-    return Status::InvalidArgument("store " + name() + ": cannot hold epoch " +
-                                   std::to_string(epoch) + " (acknowledged is " +
-                                   std::to_string(state_.acked_epoch) + ")");
-  }
-  held_blocks_ = acked_blocks_;
-  for (uint32_t b : held_blocks_) refs_[b] |= kRefHeld;
-  held_epoch_ = epoch;
-  return Status::OK();
+  return versions_.Hold(epoch);
 }
 
 Status Store::Impl::Release(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(RequireOwner("release"));
-  if (epoch == 0 || epoch != held_epoch_) return Status::OK();
-  ReleaseHoldLocked();
+  versions_.Release(epoch);
   return Status::OK();
-}
-
-void Store::Impl::ReleaseHoldLocked() {
-  for (uint32_t b : held_blocks_) DropRefLocked(b, kRefHeld);
-  held_blocks_.clear();
-  held_epoch_ = 0;
 }
 
 uint64_t Store::Impl::HeldEpoch() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return held_epoch_;
-}
-
-// Writes the working files into `slot` as version `epoch` (with `meta`, the
-// image header and tables verbatim: see WriteSlotLocked), publishes it as the
-// pending (ref kRefPending) or acknowledged (kRefAcked) epoch, and gives every
-// working block that reference.
-void Store::Impl::FreezeWorkingLocked(uint64_t slot, uint64_t epoch, const uint8_t* meta,
-                                      uint8_t ref) {
-  WriteSlotLocked(slot, epoch, meta);
-  StateRecord s = state_;
-  if (ref == kRefPending) {
-    s.pending_epoch = epoch;
-    s.pending_slot = slot;
-  } else {
-    s.acked_epoch = epoch;
-    s.acked_slot = slot;
-  }
-  s.next_epoch = epoch + 1;
-  PublishStateLocked(s);
-  std::vector<uint32_t>& frozen = ref == kRefPending ? pending_blocks_ : acked_blocks_;
-  frozen.clear();
-  for (auto& [path, node] : files_) {
-    for (uint32_t b : node->blocks) {
-      if (b == kNoBlock) continue;
-      refs_[b] |= ref;
-      frozen.push_back(b);
-    }
-  }
+  return versions_.held_epoch();
 }
 
 Status Store::Impl::LoadAsOwner() {
   std::lock_guard<std::mutex> lock(mu_);
-  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
-  refs_.assign(geo_.nblocks, 0);
-  std::map<std::string, NodePtr, std::less<>> working;
+  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, versions_.ReadState());
+  blocks_.ResetRefs();
+  FileMap working, pending;
+  DLCKPT_RETURN_IF_ERROR(versions_.LoadCommitted(s, &working, &pending));
+  files_.ReserveInos(working);
+  files_.ReserveInos(pending);
   bool have_working = false;
-  if (s.acked_epoch != 0) {
-    DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(s.acked_slot, s.acked_epoch));
-    acked_blocks_.assign(v.blocks, v.blocks + v.block_count);
-    for (uint32_t b : acked_blocks_) refs_[b] |= kRefAcked;
-    working = NodesFrom(v);
-  }
-  if (s.pending_epoch != 0) {
-    DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(s.pending_slot, s.pending_epoch));
-    pending_blocks_.assign(v.blocks, v.blocks + v.block_count);
-    for (uint32_t b : pending_blocks_) refs_[b] |= kRefPending;
-    NodesFrom(v);  // for next_ino_
-  }
   if (s.working_slot != kNoSlot) {
-    auto v = ParseSlotLocked(s.working_slot, 0);
+    auto v = versions_.ParseSlot(s.working_slot, 0);
     if (v.ok()) {
-      working = NodesFrom(*v);
+      working = versions_.NodesFrom(*v);
       have_working = true;
     }
   }
   // Creates lost to a full file table belong to the saved working files.
   if (!have_working || !LoadLostCreateLocked()) ClearLostCreateLocked();
-  files_ = std::move(working);
+  files_.Assign(std::move(working));
   for (auto& [path, node] : files_) {
     for (uint32_t b : node->blocks) {
-      if (b != kNoBlock) refs_[b] |= kRefWorking;
+      if (b != kNoBlock) blocks_.AddRef(b, kRefWorking);
     }
   }
-  free_blocks_ = static_cast<uint64_t>(std::count(refs_.begin(), refs_.end(), 0));
-  state_ = s;
-  if (s.working_slot != kNoSlot) {
-    s.working_slot = kNoSlot;  // this owner's writes now diverge from the saved copy
-    PublishStateLocked(s);
-  }
+  versions_.ForgetSavedWorking();  // this owner's writes now diverge from the saved copy
   return Status::OK();
 }
 
 // Read-only: loads the version `epoch` sees (0: the newest one: a cleanly
 // saved working set, else pending, else acknowledged).
 Status Store::Impl::LoadView(uint64_t epoch) {
-  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
+  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, versions_.ReadState());
   handles_.clear();
   cache_block_ = kNoBlock;  // the owner may have reused any block since
   if (epoch == 0) {
     if (s.working_slot != kNoSlot) {
-      auto v = ParseSlotLocked(s.working_slot, 0);
+      auto v = versions_.ParseSlot(s.working_slot, 0);
       if (v.ok()) {
-        files_ = NodesFrom(*v);
+        files_.Assign(versions_.NodesFrom(*v));
         view_epoch_ = 0;
         return Status::OK();
       }
     }
     epoch = s.pending_epoch != 0 ? s.pending_epoch : s.acked_epoch;
     if (epoch == 0) {
-      files_.clear();
+      files_.Clear();
       view_epoch_ = 0;
       return Status::OK();
     }
   }
-  state_ = s;
-  DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
-  files_ = NodesFrom(v);
+  DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.Committed(epoch));
+  files_.Assign(versions_.NodesFrom(v));
   view_epoch_ = epoch;
   return Status::OK();
-}
-
-Status Store::Impl::AcknowledgeLocked(uint64_t epoch) {
-  if (epoch == 0 || epoch != state_.pending_epoch) {
-    return Status::InvalidArgument("store " + name() + ": cannot acknowledge epoch " +
-                                   std::to_string(epoch) + " (pending is " +
-                                   std::to_string(state_.pending_epoch) + ")");
-  }
-  StateRecord s = state_;
-  s.acked_epoch = s.pending_epoch;
-  s.acked_slot = s.pending_slot;
-  s.pending_epoch = 0;
-  s.pending_slot = kNoSlot;
-  PublishStateLocked(s);
-  for (uint32_t b : acked_blocks_) DropRefLocked(b, kRefAcked);
-  for (uint32_t b : pending_blocks_) {
-    refs_[b] = static_cast<uint8_t>((refs_[b] & ~kRefPending) | kRefAcked);
-  }
-  acked_blocks_ = std::move(pending_blocks_);
-  pending_blocks_.clear();
-  return Status::OK();
-}
-
-void Store::Impl::AbortPendingLocked() {
-  if (state_.pending_epoch == 0) return;
-  StateRecord s = state_;
-  s.pending_epoch = 0;
-  s.pending_slot = kNoSlot;
-  PublishStateLocked(s);
-  for (uint32_t b : pending_blocks_) DropRefLocked(b, kRefPending);
-  pending_blocks_.clear();
 }
 
 Status Store::Impl::ResetWorkingToAckedLocked() {
@@ -283,28 +184,20 @@ Status Store::Impl::ResetWorkingToAckedLocked() {
     h = Handle{};
   }
   for (auto& [path, node] : files_) ReleaseNodeLocked(*node);
-  files_.clear();
+  files_.Clear();
   ClearLostCreateLocked();
-  if (state_.acked_epoch != 0) {
-    DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(state_.acked_slot, state_.acked_epoch));
-    files_ = NodesFrom(v);
+  const StateRecord& state = versions_.state();
+  if (state.acked_epoch != 0) {
+    DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.ParseSlot(state.acked_slot, state.acked_epoch));
+    files_.Assign(versions_.NodesFrom(v));
     for (auto& [path, node] : files_) {
       for (uint32_t b : node->blocks) {
         if (b == kNoBlock) continue;
-        if (refs_[b] == 0) free_blocks_--;
-        refs_[b] |= kRefWorking;
+        blocks_.AddRef(b, kRefWorking);
       }
     }
   }
   return Status::OK();
-}
-
-void Store::Impl::SaveWorkingLocked() {
-  uint64_t slot = FreeSlotLocked();
-  WriteSlotLocked(slot, 0, nullptr);
-  StateRecord s = state_;
-  s.working_slot = slot;
-  PublishStateLocked(s);
 }
 
 }  // namespace dlckpt::memfs

@@ -1,9 +1,9 @@
 // files.cc — the file table and descriptors of a store (Store::Impl, see store_impl.h).
 //
-// Ownership: files_ owns the working (owner) or viewed (read-only) Nodes by
-// shared pointer; a descriptor (handles_[fd]) shares its Node, so an unlinked
-// file lives until its last descriptor is closed, when its blocks are
-// released. Descriptors are private to one Impl; they are reused lowest-first
+// Ownership: files_ (a FileTable, file_table.h) holds the working (owner) or
+// viewed (read-only) Nodes by shared pointer; a descriptor (handles_[fd])
+// shares its Node, so an unlinked file lives until its last descriptor is
+// closed, when its blocks are released. Descriptors are private to one Impl; they are reused lowest-first
 // and capped at max_open_.
 //
 // Thread safety: every public method takes mu_; the helpers expect it held.
@@ -19,7 +19,6 @@
 
 #include <algorithm>
 
-#include "dlckpt/base/crc32c.h"
 #include "store_impl.h"
 
 namespace dlckpt::memfs {
@@ -50,7 +49,7 @@ Result<int> Store::Impl::Open(std::string_view path, int flags, mode_t mode) {
       LoseCreateLocked(path, ENOSPC);
       return FileTableFullLocked(path);
     }
-    node = NewNodeLocked(path, S_IFREG | (mode & 07777));
+    node = files_.NewNode(path, S_IFREG | (mode & 07777), env_->WallNanos());
     ForgetLostCreateLocked(path);  // created after all
   } else {
     node = it->second;
@@ -68,7 +67,7 @@ Result<int> Store::Impl::Open(std::string_view path, int flags, mode_t mode) {
     return Status::Error(EMFILE, Where(path) + ": too many open files (" +
                                      std::to_string(max_open_) + ")");
   }
-  if (it == files_.end()) files_.emplace(node->path, node);
+  if (it == files_.end()) files_.Insert(node);
   if ((flags & O_TRUNC) && Writable(flags)) {
     if (node->size > 0) {
       Status cut = TruncateLocked(*node, 0);
@@ -123,11 +122,11 @@ Result<Extent> Store::Impl::ReadInPlace(int fd, uint64_t off, size_t len) {
   }
   const uint64_t bs = geo_.block_size;
   uint64_t bi = off / bs;
-  const uint8_t* p = BlockPtr(node.blocks[bi]) + off % bs;
+  const uint8_t* p = blocks_.Ptr(node.blocks[bi]) + off % bs;
   uint64_t got = std::min<uint64_t>(bs - off % bs, n);
   // Coalesce the blocks that follow in the mapping (not across chunks of a
   // compressed store, whose next chunk may be compressed).
-  while (!compressed_ && got < n && BlockPtr(node.blocks[bi + 1]) == p + got) {
+  while (!compressed_ && got < n && blocks_.Ptr(node.blocks[bi + 1]) == p + got) {
     ++bi;
     got += std::min<uint64_t>(bs, n - got);
   }
@@ -255,17 +254,15 @@ Status Store::Impl::Rename(std::string_view from, std::string_view to) {
   auto src = files_.find(from);
   if (src == files_.end()) return Status::NotFound(Where(from) + ": no such file");
   if (from == to) return Status::OK();
-  NodePtr node = src->second;
-  bool is_dir = S_ISDIR(node->mode);
+  const bool is_dir = S_ISDIR(src->second->mode);
   std::string from_dir = std::string(from) + "/";
   if (is_dir && to.substr(0, from_dir.size()) == from_dir) {
     return Status::InvalidArgument(Where(to) + ": cannot move a directory into itself");
   }
   if (is_dir) {
-    for (auto it = files_.lower_bound(from_dir);
-         it != files_.end() && it->first.compare(0, from_dir.size(), from_dir) == 0; ++it) {
-      if (to.size() + it->first.size() - from.size() > kMaxPath) {
-        return Status::Error(ENAMETOOLONG, Where(it->first) + ": path too long after rename");
+    for (const auto& [path, below] : files_.WithPrefix(from_dir)) {
+      if (to.size() + path.size() - from.size() > kMaxPath) {
+        return Status::Error(ENAMETOOLONG, Where(path) + ": path too long after rename");
       }
     }
   }
@@ -274,29 +271,12 @@ Status Store::Impl::Rename(std::string_view from, std::string_view to) {
     bool dst_dir = S_ISDIR(dst->second->mode);
     if (is_dir && !dst_dir) return Status::Error(ENOTDIR, Where(to) + ": not a directory");
     if (!is_dir && dst_dir) return Status::Error(EISDIR, Where(to) + ": is a directory");
-    if (dst_dir && HasChildrenLocked(to)) {
+    if (dst_dir && files_.HasChildren(to)) {
       return Status::Error(ENOTEMPTY, Where(to) + ": directory not empty");
     }
     DropLinkLocked(dst);
   }
-  std::string new_path(to);
-  files_.erase(files_.find(from));
-  node->path = new_path;
-  files_.emplace(new_path, node);
-  if (is_dir) {
-    // Move every path below the directory.
-    std::vector<NodePtr> moved;
-    for (auto it = files_.lower_bound(from_dir);
-         it != files_.end() && it->first.compare(0, from_dir.size(), from_dir) == 0;) {
-      moved.push_back(it->second);
-      it = files_.erase(it);
-    }
-    for (auto& m : moved) {
-      std::string p = new_path + m->path.substr(from.size());
-      m->path = p;
-      files_.emplace(p, m);
-    }
-  }
+  files_.Move(from, to);
   return Status::OK();
 }
 
@@ -304,12 +284,11 @@ Status Store::Impl::Mkdir(std::string_view path, mode_t mode) {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(CheckPath(path));
   if (!owner_) return Status::Error(EROFS, Where(path) + ": store attached read-only");
-  if (files_.count(path)) return Status::Error(EEXIST, Where(path) + ": exists");
+  if (files_.contains(path)) return Status::Error(EEXIST, Where(path) + ": exists");
   if (files_.size() >= geo_.max_files) {
     return FileTableFullLocked(path);
   }
-  NodePtr node = NewNodeLocked(path, S_IFDIR | (mode & 07777));
-  files_.emplace(node->path, node);
+  files_.Insert(files_.NewNode(path, S_IFDIR | (mode & 07777), env_->WallNanos()));
   return Status::OK();
 }
 
@@ -320,7 +299,7 @@ Status Store::Impl::Rmdir(std::string_view path) {
   auto it = files_.find(path);
   if (it == files_.end()) return Status::NotFound(Where(path) + ": no such directory");
   if (!S_ISDIR(it->second->mode)) return Status::Error(ENOTDIR, Where(path) + ": not a directory");
-  if (HasChildrenLocked(path)) return Status::Error(ENOTEMPTY, Where(path) + ": not empty");
+  if (files_.HasChildren(path)) return Status::Error(ENOTEMPTY, Where(path) + ": not empty");
   DropLinkLocked(it);
   ForgetLostCreateLocked(path);
   return Status::OK();
@@ -329,10 +308,7 @@ Status Store::Impl::Rmdir(std::string_view path) {
 Result<std::vector<FileInfo>> Store::Impl::List(std::string_view prefix) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<FileInfo> out;
-  for (auto it = files_.lower_bound(prefix);
-       it != files_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-    out.push_back(InfoLocked(*it->second));
-  }
+  for (const auto& [path, node] : files_.WithPrefix(prefix)) out.push_back(InfoLocked(*node));
   return out;
 }
 
@@ -374,26 +350,13 @@ Status Store::Impl::RequireOwner(const char* what) const {
 
 // The regular file at `path`, for the owner to change: EROFS for a read-only
 // attacher, ENOENT if there is none, EISDIR for a directory.
-Result<Store::Impl::FileMap::iterator> Store::Impl::FileToChangeLocked(std::string_view path) {
+Result<FileTable::iterator> Store::Impl::FileToChangeLocked(std::string_view path) {
   DLCKPT_RETURN_IF_ERROR(CheckPath(path));
   if (!owner_) return Status::Error(EROFS, Where(path) + ": store attached read-only");
   auto it = files_.find(path);
   if (it == files_.end()) return Status::NotFound(Where(path) + ": no such file");
   if (S_ISDIR(it->second->mode)) return Status::Error(EISDIR, Where(path) + ": is a directory");
   return it;
-}
-
-// A new file or directory node at `path` with `mode` (type and permissions),
-// not yet in the file table.
-Store::Impl::NodePtr Store::Impl::NewNodeLocked(std::string_view path, uint32_t mode) {
-  auto node = std::make_shared<Node>();
-  node->path = std::string(path);
-  node->mode = mode;
-  node->mtime_ns = env_->WallNanos();
-  node->ino = next_ino_++;
-  node->crc = Crc32c(nullptr, 0);
-  node->crc_valid = true;
-  return node;
 }
 
 int Store::Impl::FreeHandleLocked() {
@@ -426,22 +389,15 @@ FileInfo Store::Impl::InfoLocked(const Node& n) const {
   return fi;
 }
 
-bool Store::Impl::HasChildrenLocked(std::string_view dir) const {
-  std::string prefix = std::string(dir) + "/";
-  auto it = files_.lower_bound(prefix);
-  return it != files_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
-}
-
-void Store::Impl::DropLinkLocked(FileMap::iterator it) {
-  NodePtr node = it->second;
-  files_.erase(it);
+void Store::Impl::DropLinkLocked(FileTable::iterator it) {
+  NodePtr node = files_.Erase(it);
   node->linked = false;
   if (node->open_count == 0) ReleaseNodeLocked(*node);
 }
 
 void Store::Impl::ReleaseNodeLocked(Node& node) {
   for (uint32_t b : node.blocks) {
-    if (b != kNoBlock) ReleaseBlockLocked(b);
+    if (b != kNoBlock) blocks_.Release(b);
   }
   node.blocks.clear();
   node.chunks.clear();

@@ -1,6 +1,7 @@
-// image.cc — the encoding view of a committed epoch (GetImage, CopyFromImage)
-// and the verification of its CRCs (Verify) (Store::Impl, see store_impl.h
-// and "Image" in dlckpt/memfs/memfs.h).
+// image.cc — the encoding view of a committed epoch (VersionImage, see
+// image.h; CopyFromImage), and the Store::Impl methods built on it: GetImage,
+// Verify, VerifyFile and CheckSlots (see store_impl.h and "Image" in
+// dlckpt/memfs/memfs.h).
 //
 // Ownership: an Image's extents point into the store's mapping; they stay
 // valid while the Store object lives and the epoch stays committed. Nothing
@@ -20,6 +21,7 @@
 #include <cstring>
 
 #include "dlckpt/base/crc32c.h"
+#include "image.h"
 #include "store_impl.h"
 
 namespace dlckpt::memfs {
@@ -38,22 +40,20 @@ std::string Hex(uint32_t v) {
 
 Status Store::Impl::Verify(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
-  DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
+  DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.Committed(epoch));
   return VerifyVersionLocked(v);
+}
+
+Status Store::Impl::VerifyVersionLocked(const Version& v) {
+  return images_.Verify(v, [this](const uint32_t* blocks, uint64_t stored, uint8_t* out,
+                                  uint64_t len, const std::string& what) {
+    return DecompressLocked(blocks, stored, out, len, what);
+  });
 }
 
 Status Store::Impl::CheckSlots() {
   std::lock_guard<std::mutex> lock(mu_);
-  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
-  if (s.acked_epoch != 0) DLCKPT_RETURN_IF_ERROR(ParseSlotLocked(s.acked_slot, s.acked_epoch).status());
-  if (s.pending_epoch != 0) {
-    DLCKPT_RETURN_IF_ERROR(ParseSlotLocked(s.pending_slot, s.pending_epoch).status());
-  }
-  if (s.working_slot != kNoSlot) {
-    Status w = ParseSlotLocked(s.working_slot, 0).status();
-    if (!w.ok()) return Status::Corruption(w.message() + " (the saved working files)");
-  }
-  return Status::OK();
+  return versions_.CheckPublished();
 }
 
 Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
@@ -70,15 +70,11 @@ Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
   } else {
     // Working files: the committed version still holding exactly these
     // blocks (the file is unchanged since that commit) vouches for them.
-    StateRecord s = state_;
-    if (!owner_) {
-      DLCKPT_ASSIGN_OR_RETURN(s, ReadState());
-    }
-    uint64_t ino = next_ino_;  // NodesFrom raises it; this only looks
+    DLCKPT_ASSIGN_OR_RETURN(StateRecord s, versions_.Current());
     for (auto [slot, e] : {std::pair{s.pending_slot, s.pending_epoch}, std::pair{s.acked_slot, s.acked_epoch}}) {
       if (e == 0) continue;
-      DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(slot, e));
-      FileMap committed = NodesFrom(v);
+      DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.ParseSlot(slot, e));
+      FileMap committed = versions_.NodesFrom(v);
       auto c = committed.find(path);
       if (c == committed.end() || c->second->size != node.size || c->second->blocks != node.blocks) {
         continue;
@@ -93,7 +89,6 @@ Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
       want = c->second->crc;
       break;
     }
-    next_ino_ = ino;
     if (epoch == 0) return uint64_t{0};
   }
   std::vector<uint8_t> buf(std::min<uint64_t>(node.size, 1u << 20));
@@ -114,9 +109,23 @@ Result<uint64_t> Store::Impl::VerifyFile(std::string_view path) {
 
 Result<Image> Store::Impl::GetImage(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(mu_);
-  DLCKPT_ASSIGN_OR_RETURN(Version v, CommittedVersionLocked(epoch));
+  DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.Committed(epoch));
+  return images_.Extents(v);
+}
+
+// ---- VersionImage -------------------------------------------------------------------
+
+VersionImage::VersionImage(std::string name, const BlockAllocator* blocks)
+    : name_(std::move(name)), blocks_(blocks) {}
+
+void VersionImage::SetGeometry(const Geometry& g) {
+  block_size_ = g.block_size;
+  chunk_size_ = g.chunk_size;
+}
+
+Result<Image> VersionImage::Extents(const Version& v) const {
   Image img;
-  img.epoch = epoch;
+  img.epoch = v.epoch;
   const uint64_t head = sizeof(ImageHeader) + uint64_t{v.hdr->nfiles} * sizeof(FileEntry);
   img.extents.push_back(Extent{reinterpret_cast<const uint8_t*>(v.hdr), head});
   if (v.hdr->nchunks > 0) {
@@ -127,8 +136,8 @@ Result<Image> Store::Impl::GetImage(uint64_t epoch) {
   Status walked = ForEachPiece(v, [&](const Piece& pc) {
     uint64_t left = pc.stored;
     for (uint64_t k = 0; left > 0; ++k) {
-      uint64_t n = std::min<uint64_t>(left, geo_.block_size);
-      const uint8_t* p = BlockPtr(pc.blocks[k]);
+      uint64_t n = std::min<uint64_t>(left, block_size_);
+      const uint8_t* p = blocks_->Ptr(pc.blocks[k]);
       Extent& last = img.extents.back();
       if (last.data + last.len == p) {
         last.len += n;
@@ -144,47 +153,44 @@ Result<Image> Store::Impl::GetImage(uint64_t epoch) {
   return img;
 }
 
-// Calls fn(piece) for every piece in image order; stops at the first error.
 template <class Fn>
-Status Store::Impl::ForEachPiece(const Version& v, Fn&& fn) const {
+Status VersionImage::ForEachPiece(const Version& v, Fn&& fn) const {
   uint64_t bi = 0, ci = 0;
   for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
     const FileEntry& e = v.entries[i];
     if (!v.chunks) {
       if (e.size > 0) DLCKPT_RETURN_IF_ERROR(fn(Piece{i, 0, e.size, e.size, 0, v.blocks + bi}));
-      bi += BlocksFor(e.size, geo_.block_size);
+      bi += BlocksFor(e.size, block_size_);
       continue;
     }
-    for (uint64_t off = 0; off < e.size; off += geo_.chunk_size, ++ci) {
-      uint64_t len = std::min<uint64_t>(geo_.chunk_size, e.size - off);
+    for (uint64_t off = 0; off < e.size; off += chunk_size_, ++ci) {
+      uint64_t len = std::min<uint64_t>(chunk_size_, e.size - off);
       const ChunkEntry& ce = v.chunks[ci];
       DLCKPT_RETURN_IF_ERROR(fn(Piece{i, off, len, ce.stored, ce.crc32c, v.blocks + bi}));
-      bi += BlocksFor(ce.stored, geo_.block_size);
+      bi += BlocksFor(ce.stored, block_size_);
     }
   }
   return Status::OK();
 }
 
-
-// Recomputes every CRC of a committed version over the uncompressed bytes.
-Status Store::Impl::VerifyVersionLocked(const Version& v) {
-  const uint64_t bs = geo_.block_size;
+Status VersionImage::Verify(const Version& v, const Decompress& decompress) const {
+  const uint64_t bs = block_size_;
   std::vector<uint8_t> raw;
   std::vector<uint32_t> crcs(v.hdr->nfiles, 0);
   DLCKPT_RETURN_IF_ERROR(ForEachPiece(v, [&](const Piece& pc) -> Status {
     const FileEntry& e = v.entries[pc.file];
-    std::string where = "store " + name() + " epoch " + std::to_string(v.epoch) + ": " + e.path;
+    std::string where = "store " + name_ + " epoch " + std::to_string(v.epoch) + ": " + e.path;
     uint32_t crc = 0;
     if (pc.stored < pc.len) {
       if (raw.size() < pc.len) raw.resize(pc.len);
-      DLCKPT_RETURN_IF_ERROR(DecompressLocked(pc.blocks, pc.stored, raw.data(), pc.len,
-                                              where + ": chunk at offset " + std::to_string(pc.offset)));
+      DLCKPT_RETURN_IF_ERROR(decompress(pc.blocks, pc.stored, raw.data(), pc.len,
+                                        where + ": chunk at offset " + std::to_string(pc.offset)));
       crc = Crc32c(raw.data(), pc.len);
     } else {
       uint64_t left = pc.len;
       for (uint64_t k = 0; left > 0; ++k) {
         uint64_t n = std::min(left, bs);
-        crc = Crc32c(BlockPtr(pc.blocks[k]), n, crc);
+        crc = Crc32c(blocks_->Ptr(pc.blocks[k]), n, crc);
         left -= n;
       }
     }
@@ -199,7 +205,7 @@ Status Store::Impl::VerifyVersionLocked(const Version& v) {
   for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
     const FileEntry& e = v.entries[i];
     if (crcs[i] != e.crc32c) {
-      return Status::Corruption("store " + name() + " epoch " + std::to_string(v.epoch) + ": " +
+      return Status::Corruption("store " + name_ + " epoch " + std::to_string(v.epoch) + ": " +
                                 e.path + ": checksum mismatch (stored " + Hex(e.crc32c) +
                                 ", computed " + Hex(crcs[i]) + ")");
     }

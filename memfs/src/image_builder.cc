@@ -31,14 +31,15 @@ Status Store::Impl::AddEntryLocked(const FileEntry& e) {
   node->mode = e.mode;
   node->mtime_ns = e.mtime_ns;
   node->ino = e.ino;
-  next_ino_ = std::max(next_ino_, e.ino + 1);
-  files_.emplace(node->path, node);
+  files_.Insert(std::move(node));
   return Status::OK();
 }
 
 // Uncompressed stores: appends raw file bytes.
 Result<size_t> Store::Impl::AppendLocked(const std::string& path, const uint8_t* p, size_t n) {
-  Node& node = *files_.at(path);
+  auto it = files_.find(path);
+  if (it == files_.end()) return Status::NotFound("rebuilt store " + name() + ": no entry " + path);
+  Node& node = *it->second;
   return WriteAtLocked(node, p, n, node.size);
 }
 
@@ -48,7 +49,9 @@ Result<size_t> Store::Impl::AppendLocked(const std::string& path, const uint8_t*
 Status Store::Impl::AppendStoredLocked(const std::string& path, uint64_t ci, uint64_t len,
                                        const ChunkEntry& ce, uint64_t at, const uint8_t* p,
                                        size_t n) {
-  Node& node = *files_.at(path);
+  auto it = files_.find(path);
+  if (it == files_.end()) return Status::NotFound("rebuilt store " + name() + ": no entry " + path);
+  Node& node = *it->second;
   const uint64_t bs = geo_.block_size, first = ci * cpb_;
   if (at == 0) {
     Chunk c = ChunkFrom(ce, len);
@@ -61,10 +64,10 @@ Status Store::Impl::AppendStoredLocked(const std::string& path, uint64_t ci, uin
     uint64_t j = first + at / bs, bo = at % bs;
     size_t piece = static_cast<size_t>(std::min<uint64_t>(bs - bo, n));
     if (node.blocks[j] == kNoBlock) {
-      if (free_blocks_ == 0) return Status::NoSpace("rebuilt store " + name() + ": full");
+      if (blocks_.free() == 0) return Status::NoSpace("rebuilt store " + name() + ": full");
       node.blocks[j] = AllocBlockLocked();
     }
-    std::memcpy(BlockPtr(node.blocks[j]) + bo, p, piece);
+    std::memcpy(blocks_.Ptr(node.blocks[j]) + bo, p, piece);
     at += piece;
     p += piece;
     n -= piece;
@@ -74,7 +77,7 @@ Status Store::Impl::AppendStoredLocked(const std::string& path, uint64_t ci, uin
 
 // Publishes the version with the given image metadata bytes as acknowledged.
 Status Store::Impl::PublishImageLocked(const uint8_t* meta, uint64_t epoch) {
-  FreezeWorkingLocked(0, epoch, meta, kRefAcked);
+  versions_.Freeze(0, epoch, meta, kRefAcked, files_);
   for (auto& [path, node] : files_) node->crc_valid = false;
   return Status::OK();
 }
@@ -82,7 +85,8 @@ Status Store::Impl::PublishImageLocked(const uint8_t* meta, uint64_t epoch) {
 // Verifies the published acknowledged version (every CRC, over the
 // uncompressed bytes).
 Status Store::Impl::VerifyAckedLocked() {
-  DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlotLocked(state_.acked_slot, state_.acked_epoch));
+  const StateRecord& s = versions_.state();
+  DLCKPT_ASSIGN_OR_RETURN(Version v, versions_.ParseSlot(s.acked_slot, s.acked_epoch));
   return VerifyVersionLocked(v);
 }
 

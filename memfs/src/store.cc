@@ -70,12 +70,17 @@ uint32_t DefaultMaxFiles(uint64_t capacity) {
 }
 
 Store::Impl::Impl(Env* env, std::unique_ptr<MappedShm> shm, bool owner)
-    : env_(env), shm_(std::move(shm)), owner_(owner), base_(shm_->data()) {}
+    : env_(env),
+      shm_(std::move(shm)),
+      owner_(owner),
+      base_(shm_->data()),
+      versions_(shm_->name(), env, owner, base_, &blocks_),
+      images_(shm_->name(), &blocks_) {}
 
 Store::Impl::~Impl() {
   if (owner_ && !abandoned_) {
     std::lock_guard<std::mutex> lock(mu_);
-    SaveWorkingLocked();
+    versions_.SaveWorking(files_);
   }
 }
 
@@ -159,24 +164,22 @@ Result<std::unique_ptr<Store::Impl>> Store::Impl::Create(const std::string& name
   if (o.prefault && o.pretouch && PretouchEnabled()) {
     // Pre-touch (memfs.h): the first write into a fresh page is slow on some
     // virtual machines; pay it here, not in the first checkpoints. Contract:
-    // every block is free now (nothing is allocated before refs_ below), so
+    // every block is free now (nothing is allocated before ResetRefs below), so
     // this destroys no data; never call it on a block that may hold data.
     // Only with prefault: fallocate made every page exist (no SIGBUS).
     auto t0 = std::chrono::steady_clock::now();
-    PretouchPages(impl->data_, g.capacity);
+    PretouchPages(impl->blocks_.Ptr(0), g.capacity);
     impl->pretouch_bytes_ = g.capacity;
     impl->pretouch_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   impl->max_open_ = o.max_open;
-  impl->refs_.assign(nblocks, 0);
-  impl->free_blocks_ = nblocks;
+  impl->blocks_.ResetRefs();
   StateRecord s{};
   s.acked_slot = s.pending_slot = s.working_slot = kNoSlot;
   s.next_epoch = 1;
-  impl->state_ = s;
-  impl->PublishStateLocked(s);
-  impl->PublishStateLocked(s);  // both records valid
+  impl->versions_.Publish(s);
+  impl->versions_.Publish(s);  // both records valid
   return impl;
 }
 
@@ -205,8 +208,8 @@ StoreStats Store::Impl::Stats() {
   st.capacity = geo_.capacity;
   st.block_size = geo_.block_size;
   st.blocks_total = geo_.nblocks;
-  st.blocks_free = owner_ ? free_blocks_ : 0;
-  st.blocks_used = owner_ ? geo_.nblocks - free_blocks_ : PublishedBlocksLocked();
+  st.blocks_free = owner_ ? blocks_.free() : 0;
+  st.blocks_used = owner_ ? blocks_.used() : versions_.PublishedBlocks();
   st.max_files = geo_.max_files;
   st.compression = compressed_ ? Compression::kLz4 : Compression::kNone;
   st.chunk_size = geo_.chunk_size;
@@ -256,7 +259,9 @@ Status Store::Impl::ValidateGeometry() {
 
 void Store::Impl::SetGeometry(const Geometry& g) {
   geo_ = g;
-  data_ = base_ + g.data_offset;
+  blocks_.SetArea(base_ + g.data_offset, g.block_size, g.nblocks);
+  versions_.SetGeometry(g);
+  images_.SetGeometry(g);
   compressed_ = g.compression != kCompressNone;
   cpb_ = compressed_ ? g.chunk_size / g.block_size : 0;
 }

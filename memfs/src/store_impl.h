@@ -3,18 +3,27 @@
 // layout.h for the bytes in shared memory.
 //
 // Ownership. An Impl owns its mapping of the shared memory object (shm_) and
-// everything in process memory: the working file set (files_, a map of Nodes
-// with their block lists), the open descriptors (handles_) and a reference
-// mask per block (refs_: acked / pending / working). Committed versions live
-// in slots in shared memory and are never written again while referenced by
-// the published state. The destructor of an owner saves the working files
-// into a free slot for the next owner (unless Abandon()ed).
+// everything in process memory: the open descriptors (handles_) and its
+// collaborators, each with its contract in its own header:
+//   files_     FileTable (file_table.h): the working (or viewed) file set,
+//              a map of path to FileNode with its block list; inode numbers
+//   blocks_    BlockAllocator (block_allocator.h): the data area and one
+//              reference mask per block (acked / pending / working / held)
+//   versions_  VersionSet (versions.h): the version slots and state records,
+//              the epochs and the blocks they keep
+//   images_    VersionImage (image.h): a version's image (extents) and the
+//              verification of its CRCs
+// Committed versions live in slots in shared memory and are never written
+// again while referenced by the published state. The destructor of an owner
+// saves the working files into a free slot for the next owner (unless
+// Abandon()ed).
 //
 // Thread safety. Lock order: an Impl has one mutex, mu_, held by every public
 // method; nothing else is locked. Methods named *Locked, and the private
-// helpers, expect mu_ held by the caller. Read-only attachers share nothing
-// with the owner process but the mapping and read its state records lock-free
-// (ReadState retries torn reads).
+// helpers, expect mu_ held by the caller; so do the collaborators, which have
+// no lock of their own and are called only with mu_ held. Read-only attachers
+// share nothing with the owner process but the mapping and read its state
+// records lock-free (VersionSet::ReadState retries torn reads).
 //
 // Failure. Every method returns a Status naming the store (and path or fd);
 // nothing throws on purpose (std::bad_alloc may escape to the C API's guard).
@@ -31,20 +40,18 @@
 //
 // The methods are defined by concern:
 //   store.cc          construction, attach, geometry, stats, the Store facade
-//   files.cc          the file table and descriptors
+//   files.cc          the file operations and descriptors
 //   damage.cc         failed writes: damaged files, lost creates, refused commits
-//   blocks.cc         block allocation and the raw data path (read, write, truncate)
+//   blocks.cc         the raw data path (read, write, truncate)
 //   chunks.cc         LZ4 chunks of compressed stores
-//   versions.cc       version slots and state records in shared memory
 //   epochs.cc         commit / acknowledge / rollback / restore, owner and view loading
-//   image.cc          the encoding view (GetImage) and verification of epochs
+//   image.cc          GetImage and the verification of epochs and files
 //   image_builder.cc  ImageBuilder and the Impl methods it builds a store with
 #ifndef DLCKPT_MEMFS_STORE_IMPL_H_
 #define DLCKPT_MEMFS_STORE_IMPL_H_
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,71 +61,24 @@
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/status.h"
 #include "dlckpt/memfs/memfs.h"
+#include "block_allocator.h"
+#include "file_table.h"
+#include "image.h"
 #include "layout.h"
+#include "versions.h"
 
 namespace dlckpt::memfs {
 
 class Store::Impl {
   // ---- types ------------------------------------------------------------------
 
-  static constexpr uint8_t kRefAcked = 1;
-  static constexpr uint8_t kRefPending = 2;
-  static constexpr uint8_t kRefWorking = 4;
-  static constexpr uint8_t kRefHeld = 8;  // the held epoch (Hold), not published
-  static constexpr uint8_t kRefFrozen = kRefAcked | kRefPending;
-  static constexpr uint32_t kNoBlock = ~0u;  // an entry past the LZ4 block of a compressed chunk
-
-  // One chunk of a file in a compressed store.
-  struct Chunk {
-    uint32_t stored = 0;      // compressed: bytes of its LZ4 block; raw: 0
-    uint32_t crc = 0;         // CRC32C of its uncompressed bytes, if crc_valid
-    bool compressed = false;
-    bool crc_valid = false;
-    bool decided = false;     // raw: compression judged since its last change
-  };
-
-  struct Node {
-    std::string path;
-    uint32_t mode = 0;
-    uint64_t size = 0;
-    int64_t mtime_ns = 0;
-    uint64_t ino = 0;
-    std::vector<uint32_t> blocks;  // ceil(size / block_size) entries (kNoBlock: see above)
-    std::vector<Chunk> chunks;     // compressed stores: ceil(size / chunk_size) entries
-    uint32_t crc = 0;
-    bool crc_valid = false;
-    int open_count = 0;
-    bool linked = true;
-    // A failed write left the file incomplete (see "Failed writes" in
-    // memfs.h): damage.err != 0. `rewritten`: bytes [0, rewritten) written
-    // successfully since; the damage ends when that covers the whole file.
-    struct Damage {
-      int err = 0;
-      uint32_t op = 0;  // layout::DamageOp
-      uint64_t offset = 0;
-      uint64_t len = 0;
-    } damage;
-    uint64_t rewritten = 0;
-  };
-  using NodePtr = std::shared_ptr<Node>;
-  using FileMap = std::map<std::string, NodePtr, std::less<>>;
+  using Chunk = FileChunk;
+  using Node = FileNode;
 
   struct Handle {
     NodePtr node;
     int flags = 0;
     uint64_t offset = 0;
-  };
-
-  // A committed (or saved working) version parsed and validated from a slot.
-  struct Version {
-    uint64_t slot = layout::kNoSlot;
-    uint64_t epoch = 0;
-    const layout::ImageHeader* hdr = nullptr;
-    const layout::FileEntry* entries = nullptr;
-    const uint32_t* blocks = nullptr;  // all files' blocks, in entry order
-    uint64_t block_count = 0;
-    // Compressed stores: all files' chunks, in entry order.
-    const layout::ChunkEntry* chunks = nullptr;
   };
 
   // What undoes a compressed-store write that must not half-happen (see
@@ -133,17 +93,6 @@ class Store::Impl {
     Chunk saved;
     std::vector<uint32_t> saved_blocks;
     std::vector<uint32_t> kept;
-  };
-
-  // One stretch of a version's file data as stored: a whole file of an
-  // uncompressed store, or one chunk.
-  struct Piece {
-    uint32_t file;           // entry index
-    uint64_t offset;         // in the file
-    uint64_t len;            // uncompressed bytes
-    uint64_t stored;         // bytes in the image (== len unless compressed)
-    uint32_t crc;            // compressed stores: the chunk entry's CRC
-    const uint32_t* blocks;  // ceil(stored / block_size) blocks
   };
 
  public:
@@ -250,20 +199,17 @@ class Store::Impl {
   std::string Where(int fd) const;
   Status CheckPath(std::string_view path) const;
   Status RequireOwner(const char* what) const;
-  Result<FileMap::iterator> FileToChangeLocked(std::string_view path);
-  NodePtr NewNodeLocked(std::string_view path, uint32_t mode);
+  Result<FileTable::iterator> FileToChangeLocked(std::string_view path);
   int FreeHandleLocked();
   Result<Handle*> GetHandle(int fd);
   FileInfo InfoLocked(const Node& n) const;
-  bool HasChildrenLocked(std::string_view dir) const;
-  void DropLinkLocked(FileMap::iterator it);
+  void DropLinkLocked(FileTable::iterator it);
   void ReleaseNodeLocked(Node& node);
 
   // ---- blocks and the raw data path (blocks.cc) -----------------------------------------
 
-  uint8_t* BlockPtr(uint32_t b) const { return data_ + uint64_t{b} * geo_.block_size; }
-  void DropRefLocked(uint32_t b, uint8_t ref);
-  void ReleaseBlockLocked(uint32_t b);
+  // blocks_.Allocate(), dropping the decompression cache if it was keyed
+  // by the block handed out.
   uint32_t AllocBlockLocked();
   Result<size_t> ReadAtLocked(const Node& node, uint8_t* out, size_t len, uint64_t off);
   uint64_t MaxFileSize() const;
@@ -308,37 +254,15 @@ class Store::Impl {
   Result<uint64_t> WriteChunksLocked(Node& node, const uint8_t* src, uint64_t off, uint64_t end);
   void RollBackLocked(Node& node, const Undo& u);
 
-  // ---- slots and state (versions.cc) ------------------------------------------------------
+  // ---- loading (epochs.cc) ----------------------------------------------------------------
 
-  uint8_t* SlotPtr(uint64_t slot) const {
-    return base_ + geo_.slot_offset + slot * geo_.slot_size;
-  }
-  uint64_t FreeSlotLocked() const;
-  void WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* meta);
-  void PublishStateLocked(layout::StateRecord s);
-  Result<layout::StateRecord> ReadState() const;
-  Result<Version> ParseSlotLocked(uint64_t slot, uint64_t epoch) const;
-  Result<Version> CommittedVersionLocked(uint64_t epoch) const;
-  // The chunk of `len` bytes a chunk entry describes.
-  static Chunk ChunkFrom(const layout::ChunkEntry& ce, uint64_t len);
-  FileMap NodesFrom(const Version& v);
-  uint64_t PublishedBlocksLocked() const;
-
-  // ---- epochs (epochs.cc) -----------------------------------------------------------------
-
-  void FreezeWorkingLocked(uint64_t slot, uint64_t epoch, const uint8_t* meta, uint8_t ref);
   Status LoadAsOwner();
   Status LoadView(uint64_t epoch);
-  Status AcknowledgeLocked(uint64_t epoch);
-  void AbortPendingLocked();
-  void ReleaseHoldLocked();
   Status ResetWorkingToAckedLocked();
-  void SaveWorkingLocked();
 
   // ---- images (image.cc) ------------------------------------------------------------------
 
-  template <class Fn>
-  Status ForEachPiece(const Version& v, Fn&& fn) const;
+  // images_.Verify with this store's decompressor.
   Status VerifyVersionLocked(const Version& v);
 
   // ---- state --------------------------------------------------------------------------------
@@ -348,23 +272,17 @@ class Store::Impl {
   bool owner_;
   bool abandoned_ = false;  // owner that must not save working files on detach
   uint8_t* base_;
-  uint8_t* data_ = nullptr;
   layout::Geometry geo_{};
   uint32_t max_open_ = 1024;
 
   mutable std::mutex mu_;
-  layout::StateRecord state_{};  // owner: as published; read-only: as last read
-  FileMap files_;
+  FileTable files_;          // the working (owner) or viewed (read-only) files
   std::vector<Handle> handles_;
-  std::vector<uint8_t> refs_;
-  std::vector<uint32_t> acked_blocks_, pending_blocks_;
-  std::vector<uint32_t> held_blocks_;  // carry kRefHeld
-  uint64_t held_epoch_ = 0;
-  uint64_t free_blocks_ = 0;
+  BlockAllocator blocks_;    // the data area and the blocks' reference masks
+  VersionSet versions_;      // the slots, the state and the epochs; uses blocks_
+  VersionImage images_;      // the encoding view of versions; uses blocks_
   uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
   double pretouch_seconds_ = 0;
-  uint64_t cursor_ = 0;
-  uint64_t next_ino_ = 1;
   uint64_t view_epoch_ = 0;
   // Owner: creates lost to a full file table since the working files were
   // reset or a commit reported them (mirrored in the header: LostCreate).

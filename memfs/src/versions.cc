@@ -1,47 +1,39 @@
-// versions.cc — version slots and state records in shared memory
-// (Store::Impl, see store_impl.h and layout.h).
-//
-// Ownership: the slots and the two StateRecords are in the store's mapping.
-// Only the owner writes them, and never a slot the published state refers to:
-// WriteSlotLocked fills a free slot, PublishStateLocked then overwrites the
-// older StateRecord (invalidated first, CRC last) so a reader always finds
-// one valid record. Nodes built from a version (NodesFrom) are new objects
-// owned by the caller; they point at no shared memory.
-//
-// Thread safety: the *Locked functions expect mu_ held. Readers in other
-// processes take no lock: ReadState retries torn records (100 tries, 100 us
-// apart), and ParseSlotLocked checks every checksum and index of a version
-// before anything uses it.
-//
-// Failure: EBADMSG naming the store, slot and epoch for a damaged version or
-// state; ENOENT for an epoch that is not committed. FreeSlotLocked aborts if
-// no slot is free (at most two are referenced while an owner runs).
+// versions.cc — VersionSet: version slots, state records and the
+// transitions of epochs (see versions.h and layout.h).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "dlckpt/base/crc32c.h"
-#include "store_impl.h"
+#include "versions.h"
 
 namespace dlckpt::memfs {
 
 using namespace layout;  // NOLINT(google-build-using-namespace)
 
-uint64_t Store::Impl::FreeSlotLocked() const {
+VersionSet::VersionSet(std::string name, Env* env, bool owner, uint8_t* base,
+                       BlockAllocator* blocks)
+    : name_(std::move(name)), env_(env), owner_(owner), base_(base), blocks_(blocks) {}
+
+void VersionSet::SetGeometry(const Geometry& g) {
+  geo_ = g;
+  compressed_ = g.compression != kCompressNone;
+}
+
+uint64_t VersionSet::FreeSlot() const {
   for (uint64_t s = 0; s < kNumSlots; ++s) {
     if (s != state_.acked_slot && s != state_.pending_slot && s != state_.working_slot) return s;
   }
   std::abort();  // at most two slots are referenced while the owner runs
 }
 
-// Serialises the working files into `slot`. With `meta`, the image header and
-// entries are copied verbatim from it (an image being rebuilt).
-void Store::Impl::WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* meta) {
+void VersionSet::WriteSlot(uint64_t slot, uint64_t epoch, const uint8_t* meta,
+                           const FileTable& files) {
   uint8_t* p = SlotPtr(slot);
   auto* hdr = reinterpret_cast<ImageHeader*>(p);
   auto* entries = reinterpret_cast<FileEntry*>(p + sizeof(ImageHeader));
   auto* ctab = reinterpret_cast<ChunkEntry*>(p + ChunkTableOffset(geo_.max_files));
-  uint32_t nfiles = static_cast<uint32_t>(files_.size());
+  uint32_t nfiles = static_cast<uint32_t>(files.size());
   if (meta) {
     const auto* mh = reinterpret_cast<const ImageHeader*>(meta);
     uint64_t head = sizeof(ImageHeader) + uint64_t{mh->nfiles} * sizeof(FileEntry);
@@ -63,7 +55,7 @@ void Store::Impl::WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* 
     h.chunk_size = geo_.chunk_size;
     h.threshold_permille = geo_.threshold_permille;
     uint32_t i = 0;
-    for (auto& [path, node] : files_) {
+    for (const auto& [path, node] : files) {
       FileEntry e{};
       std::memcpy(e.path, path.data(), path.size());
       e.size = node->size;
@@ -80,9 +72,10 @@ void Store::Impl::WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* 
       h.logical_bytes += node->size;
       if (compressed_) {
         for (uint64_t ci = 0; ci < node->chunks.size(); ++ci) {
-          const Chunk& c = node->chunks[ci];
+          const FileChunk& c = node->chunks[ci];
           ChunkEntry ce{};
-          ce.stored = c.compressed ? c.stored : static_cast<uint32_t>(ChunkLen(*node, ci));
+          const uint64_t len = std::min<uint64_t>(geo_.chunk_size, node->size - ci * geo_.chunk_size);
+          ce.stored = c.compressed ? c.stored : static_cast<uint32_t>(len);
           ce.crc32c = (epoch != 0 && c.crc_valid) ? c.crc : 0;
           h.data_bytes += ce.stored;
           std::memcpy(&ctab[h.nchunks++], &ce, sizeof ce);
@@ -102,7 +95,7 @@ void Store::Impl::WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* 
   auto* blh = reinterpret_cast<BlockListHeader*>(p + BlockListOffset(geo_.max_files, geo_.nblocks, compressed_));
   auto* list = reinterpret_cast<uint32_t*>(blh + 1);
   uint64_t count = 0;
-  for (auto& [path, node] : files_) {
+  for (const auto& [path, node] : files) {
     for (uint32_t b : node->blocks) {
       if (b != kNoBlock) list[count++] = b;
     }
@@ -113,7 +106,7 @@ void Store::Impl::WriteSlotLocked(uint64_t slot, uint64_t epoch, const uint8_t* 
   std::memcpy(blh, &b, sizeof b);
 }
 
-void Store::Impl::PublishStateLocked(StateRecord s) {
+void VersionSet::Publish(StateRecord s) {
   auto* recs = reinterpret_cast<StateRecord*>(base_ + kStateOffset);
   StateRecord r0 = LoadState(&recs[0]), r1 = LoadState(&recs[1]);
   // Overwrite the older (or invalid) record so the newer stays readable.
@@ -136,7 +129,7 @@ void Store::Impl::PublishStateLocked(StateRecord s) {
   state_ = s;
 }
 
-Result<StateRecord> Store::Impl::ReadState() const {
+Result<StateRecord> VersionSet::ReadState() const {
   const auto* recs = reinterpret_cast<const StateRecord*>(base_ + kStateOffset);
   for (int attempt = 0; attempt < 100; ++attempt) {
     StateRecord r0 = LoadState(&recs[0]), r1 = LoadState(&recs[1]);
@@ -147,13 +140,17 @@ Result<StateRecord> Store::Impl::ReadState() const {
     }
     env_->SleepForMicros(100);  // an owner may be rewriting both in turn
   }
-  return Status::Corruption("store " + name() + ": no valid state record (damaged header)");
+  return Status::Corruption(Where() + ": no valid state record (damaged header)");
 }
 
-// Parses and validates the version in `slot`; `epoch` 0 expects a working slot.
-Result<Store::Impl::Version> Store::Impl::ParseSlotLocked(uint64_t slot, uint64_t epoch) const {
+Result<StateRecord> VersionSet::Current() const {
+  if (owner_) return state_;
+  return ReadState();
+}
+
+Result<Version> VersionSet::ParseSlot(uint64_t slot, uint64_t epoch) const {
   auto bad = [&](const std::string& why) {
-    return Status::Corruption("store " + name() + ": version slot " + std::to_string(slot) +
+    return Status::Corruption(Where() + ": version slot " + std::to_string(slot) +
                               " (epoch " + std::to_string(epoch) + ") is damaged: " + why);
   };
   if (slot >= kNumSlots) return bad("slot index out of range");
@@ -197,38 +194,35 @@ Result<Store::Impl::Version> Store::Impl::ParseSlotLocked(uint64_t slot, uint64_
   return v;
 }
 
-Result<Store::Impl::Version> Store::Impl::CommittedVersionLocked(uint64_t epoch) const {
-  StateRecord s = state_;
-  if (!owner_) {
-    DLCKPT_ASSIGN_OR_RETURN(s, ReadState());
-  }
+Result<Version> VersionSet::Committed(uint64_t epoch) const {
+  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, Current());
   uint64_t slot = kNoSlot;
   if (epoch != 0 && epoch == s.acked_epoch) slot = s.acked_slot;
   if (epoch != 0 && epoch == s.pending_epoch) slot = s.pending_slot;
   if (slot == kNoSlot) {
-    return Status::NotFound("store " + name() + ": epoch " + std::to_string(epoch) +
+    return Status::NotFound(Where() + ": epoch " + std::to_string(epoch) +
                             " is not committed here (acknowledged " +
                             std::to_string(s.acked_epoch) + ", pending " +
                             std::to_string(s.pending_epoch) + ")");
   }
-  return ParseSlotLocked(slot, epoch);
+  return ParseSlot(slot, epoch);
 }
 
-Store::Impl::Chunk Store::Impl::ChunkFrom(const ChunkEntry& ce, uint64_t len) {
-  Chunk c;
+FileChunk ChunkFrom(const ChunkEntry& ce, uint64_t len) {
+  FileChunk c;
   c.compressed = ce.stored < len;
   c.stored = c.compressed ? ce.stored : 0;
   c.crc = ce.crc32c;
   return c;
 }
 
-Store::Impl::FileMap Store::Impl::NodesFrom(const Version& v) {
-  std::map<std::string, NodePtr, std::less<>> out;
+FileMap VersionSet::NodesFrom(const Version& v) const {
+  FileMap out;
   const uint64_t bs = geo_.block_size;
   uint64_t bi = 0, ci = 0;
   for (uint32_t i = 0; i < v.hdr->nfiles; ++i) {
     const FileEntry& e = v.entries[i];
-    auto n = std::make_shared<Node>();
+    auto n = std::make_shared<FileNode>();
     n->path = e.path;
     n->mode = e.mode;
     n->size = e.size;
@@ -237,7 +231,7 @@ Store::Impl::FileMap Store::Impl::NodesFrom(const Version& v) {
     n->crc = e.crc32c;
     n->crc_valid = v.epoch != 0;
     if (e.damage_errno != 0) {  // a saved working set only (CheckTables)
-      n->damage = Node::Damage{static_cast<int>(e.damage_errno), e.damage_op, e.damage_offset, e.damage_len};
+      n->damage = FileNode::Damage{static_cast<int>(e.damage_errno), e.damage_op, e.damage_offset, e.damage_len};
     }
     if (!compressed_) {
       uint64_t nb = BlocksFor(e.size, bs);
@@ -248,7 +242,7 @@ Store::Impl::FileMap Store::Impl::NodesFrom(const Version& v) {
       for (uint64_t off = 0; off < e.size; off += geo_.chunk_size, ++ci) {
         uint64_t len = std::min<uint64_t>(geo_.chunk_size, e.size - off);
         const ChunkEntry& ce = v.chunks[ci];
-        Chunk c = ChunkFrom(ce, len);
+        FileChunk c = ChunkFrom(ce, len);
         c.crc_valid = v.epoch != 0;
         c.decided = v.epoch != 0;
         uint64_t k = BlocksFor(ce.stored, bs);
@@ -258,21 +252,34 @@ Store::Impl::FileMap Store::Impl::NodesFrom(const Version& v) {
         n->chunks.push_back(c);
       }
     }
-    next_ino_ = std::max(next_ino_, e.ino + 1);
     out.emplace(n->path, n);
   }
   return out;
 }
 
-// Read-only attachers: the blocks of the versions the published state names.
-uint64_t Store::Impl::PublishedBlocksLocked() const {
+Status VersionSet::CheckPublished() const {
+  DLCKPT_ASSIGN_OR_RETURN(StateRecord s, ReadState());
+  if (s.acked_epoch != 0) {
+    DLCKPT_RETURN_IF_ERROR(ParseSlot(s.acked_slot, s.acked_epoch).status());
+  }
+  if (s.pending_epoch != 0) {
+    DLCKPT_RETURN_IF_ERROR(ParseSlot(s.pending_slot, s.pending_epoch).status());
+  }
+  if (s.working_slot != kNoSlot) {
+    Status w = ParseSlot(s.working_slot, 0).status();
+    if (!w.ok()) return Status::Corruption(w.message() + " (the saved working files)");
+  }
+  return Status::OK();
+}
+
+uint64_t VersionSet::PublishedBlocks() const {
   auto s = ReadState();
   if (!s.ok()) return 0;
   std::vector<bool> used(geo_.nblocks);
   uint64_t count = 0;
   auto add = [&](uint64_t slot, uint64_t epoch) {
     if (slot == kNoSlot) return;
-    auto v = ParseSlotLocked(slot, epoch);
+    auto v = ParseSlot(slot, epoch);
     if (!v.ok()) return;
     for (uint64_t i = 0; i < v->block_count; ++i) {
       if (!used[v->blocks[i]]) {
@@ -285,6 +292,120 @@ uint64_t Store::Impl::PublishedBlocksLocked() const {
   if (s->pending_epoch != 0) add(s->pending_slot, s->pending_epoch);
   add(s->working_slot, 0);
   return count;
+}
+
+// ---- epochs ------------------------------------------------------------------------
+
+Status VersionSet::LoadCommitted(const StateRecord& s, FileMap* acked, FileMap* pending) {
+  if (s.acked_epoch != 0) {
+    DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlot(s.acked_slot, s.acked_epoch));
+    acked_blocks_.assign(v.blocks, v.blocks + v.block_count);
+    for (uint32_t b : acked_blocks_) blocks_->AddRef(b, kRefAcked);
+    *acked = NodesFrom(v);
+  }
+  if (s.pending_epoch != 0) {
+    DLCKPT_ASSIGN_OR_RETURN(Version v, ParseSlot(s.pending_slot, s.pending_epoch));
+    pending_blocks_.assign(v.blocks, v.blocks + v.block_count);
+    for (uint32_t b : pending_blocks_) blocks_->AddRef(b, kRefPending);
+    *pending = NodesFrom(v);
+  }
+  state_ = s;
+  return Status::OK();
+}
+
+void VersionSet::ForgetSavedWorking() {
+  if (state_.working_slot == kNoSlot) return;
+  StateRecord s = state_;
+  s.working_slot = kNoSlot;
+  Publish(s);
+}
+
+void VersionSet::Freeze(uint64_t slot, uint64_t epoch, const uint8_t* meta, uint8_t ref,
+                        const FileTable& files) {
+  WriteSlot(slot, epoch, meta, files);
+  StateRecord s = state_;
+  if (ref == kRefPending) {
+    s.pending_epoch = epoch;
+    s.pending_slot = slot;
+  } else {
+    s.acked_epoch = epoch;
+    s.acked_slot = slot;
+  }
+  s.next_epoch = epoch + 1;
+  Publish(s);
+  std::vector<uint32_t>& frozen = ref == kRefPending ? pending_blocks_ : acked_blocks_;
+  frozen.clear();
+  for (const auto& [path, node] : files) {
+    for (uint32_t b : node->blocks) {
+      if (b == kNoBlock) continue;
+      blocks_->AddRef(b, ref);
+      frozen.push_back(b);
+    }
+  }
+}
+
+Status VersionSet::Acknowledge(uint64_t epoch) {
+  if (epoch == 0 || epoch != state_.pending_epoch) {
+    return Status::InvalidArgument(Where() + ": cannot acknowledge epoch " +
+                                   std::to_string(epoch) + " (pending is " +
+                                   std::to_string(state_.pending_epoch) + ")");
+  }
+  StateRecord s = state_;
+  s.acked_epoch = s.pending_epoch;
+  s.acked_slot = s.pending_slot;
+  s.pending_epoch = 0;
+  s.pending_slot = kNoSlot;
+  Publish(s);
+  for (uint32_t b : acked_blocks_) blocks_->DropRef(b, kRefAcked);
+  for (uint32_t b : pending_blocks_) {
+    blocks_->AddRef(b, kRefAcked);
+    blocks_->DropRef(b, kRefPending);
+  }
+  acked_blocks_ = std::move(pending_blocks_);
+  pending_blocks_.clear();
+  return Status::OK();
+}
+
+void VersionSet::AbortPending() {
+  if (state_.pending_epoch == 0) return;
+  StateRecord s = state_;
+  s.pending_epoch = 0;
+  s.pending_slot = kNoSlot;
+  Publish(s);
+  for (uint32_t b : pending_blocks_) blocks_->DropRef(b, kRefPending);
+  pending_blocks_.clear();
+}
+
+Status VersionSet::Hold(uint64_t epoch) {
+  if (held_epoch_ == epoch && epoch != 0) return Status::OK();
+  if (held_epoch_ != 0) {
+    return Status::Busy(Where() + ": epoch " + std::to_string(held_epoch_) +
+                        " is held; release it before holding epoch " + std::to_string(epoch));
+  }
+  if (epoch == 0 || epoch != state_.acked_epoch) {
+    return Status::InvalidArgument(Where() + ": cannot hold epoch " + std::to_string(epoch) +
+                                   " (acknowledged is " + std::to_string(state_.acked_epoch) +
+                                   ")");
+  }
+  held_blocks_ = acked_blocks_;
+  for (uint32_t b : held_blocks_) blocks_->AddRef(b, kRefHeld);
+  held_epoch_ = epoch;
+  return Status::OK();
+}
+
+void VersionSet::Release(uint64_t epoch) {
+  if (epoch == 0 || epoch != held_epoch_) return;
+  for (uint32_t b : held_blocks_) blocks_->DropRef(b, kRefHeld);
+  held_blocks_.clear();
+  held_epoch_ = 0;
+}
+
+void VersionSet::SaveWorking(const FileTable& files) {
+  uint64_t slot = FreeSlot();
+  WriteSlot(slot, 0, nullptr, files);
+  StateRecord s = state_;
+  s.working_slot = slot;
+  Publish(s);
 }
 
 }  // namespace dlckpt::memfs

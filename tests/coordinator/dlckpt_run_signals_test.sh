@@ -127,7 +127,7 @@ send_signal() {
 second_sigterm() {
   send_signal "$pid" TERM
   wait_exit "$pid" $(($1 + 8))
-  grep -q "summary of job $job: exit $rc " "$out" || fail "no summary naming exit $rc"
+  grep -Eq "summary of job $job: exit $rc[ ;]" "$out" || fail "no summary naming exit $rc"
   wait_gone "$job"
 }
 
@@ -361,8 +361,10 @@ EOF
     # ranks' drain of epoch 2 prunes (reads the epochs), the halt drains.
     pd=$tmpd/persist
     mkdir -p "$pd" && mkdir -m 0700 "$pd/$job" "$pd/$job/epoch.1" && mkfifo -m 0600 "$pd/$job/epoch.1/MANIFEST"
+    # The application runs on about 2 s after its checkpoint 3, so that the
+    # SIGTERM lands while it runs.
     start_run --job "$job" --nodes 2 --spares 1 --term-grace 2 --persist "$pd" --persist-every 2 -v \
-      -- "$tbin/ckpt_app" --iters 4 --kib 64 --sleep-ms 50
+      -- "$tbin/ckpt_app" --iters 12 --kib 64 --sleep-ms 250
     wait_for "ckpt_app: iteration 3 checkpointed" 120
     if kill -0 "$pid" 2>/dev/null; then
       send_signal "$pid" TERM
@@ -379,7 +381,7 @@ EOF
     else
       # Nothing blocked (the persistent directory's reads refuse a FIFO): the run ended by itself.
       wait_exit "$pid" 10
-      grep -q "summary of job $job: exit $rc " "$out" || fail "no summary naming exit $rc"
+      grep -Eq "summary of job $job: exit $rc[ ;]" "$out" || fail "no summary naming exit $rc"
       wait_gone "$job"
       echo "fifo: dlckpt-run ended by itself (exit $rc), nothing left"
     fi

@@ -47,7 +47,12 @@ options:
   --rendezvous PATH       rendezvous file to write (required for the service)
   --job ID                job id (default $DLCKPT_JOB)
   --group-size G          data nodes per group (default: all in one group)
-  --spares-per-group K    parity nodes per group (default 1)
+  --spares-per-group K    parity chunks per stripe: parity nodes per group
+                          with --parity spares (default 1)
+  --parity spares|spread|auto
+                          parity on spare nodes, spread over each group's data
+                          nodes, or on spares while a group has them and
+                          spread after (default spares)
   --scheme xor|rs         erasure code (default xor for K = 1, rs otherwise)
   --generation N          this launch's number, recorded in the parity (default 1)
   --host ADDRESS          address to publish (default: this host's address)
@@ -125,6 +130,10 @@ int main(int argc, char** argv) {
     } else if (a == "--spares-per-group") {
       if (!number(1, 32, &n)) return Usage("--spares-per-group: bad value " + v);
       cfg.spares_per_group = static_cast<int>(n);
+    } else if (a == "--parity") {
+      auto mode_or = dlckpt::codec::ParseParityMode(v);
+      if (!mode_or.ok()) return Usage("--parity: " + mode_or.status().message());
+      cfg.parity = *mode_or;
     } else if (a == "--scheme") {
       scheme = v;
     } else if (a == "--generation") {

@@ -47,6 +47,22 @@ double Now() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
+std::vector<Extent> SliceExtents(std::span<const Extent> extents, uint64_t offset, uint64_t len) {
+  std::vector<Extent> out;
+  uint64_t start = 0;
+  const uint64_t end = offset + len;
+  for (const Extent& e : extents) {
+    const uint64_t e_end = start + e.len;
+    if (e_end > offset && start < end) {
+      const uint64_t from = std::max(start, offset), to = std::min(e_end, end);
+      out.push_back(Extent{e.data + (from - start), static_cast<size_t>(to - from)});
+    }
+    start = e_end;
+    if (start >= end) break;
+  }
+  return out;
+}
+
 ReduceTransport::ProgressFn ProgressEvents(events::Event event) {
   const char* a = std::getenv("DLCKPT_PROGRESS_AFTER");
   const double after = a != nullptr && *a != '\0' ? std::strtod(a, nullptr) : 2.0;
@@ -206,26 +222,42 @@ Status Service::Hello(const protocol::Hello& h) {
   const int data_nodes = static_cast<int>(by_node.size());
   go.group_size = cfg_.group_size > 0 ? cfg_.group_size : data_nodes;
   go.spares_per_group = cfg_.spares_per_group;
+  go.parity = cfg_.parity;
   auto formed = FormGroups(infos, go);
   protection_.clear();
   for (int k = cfg_.spares_per_group; !formed.ok() && k >= 1; --k) {
     for (int g = go.group_size; !formed.ok() && g <= data_nodes; ++g) {
-      GroupOptions alt{g, k};
+      GroupOptions alt{g, k, cfg_.parity};
       auto f = FormGroups(infos, alt);
       if (f.ok()) {
         formed = std::move(f);
         protection_ = "degraded: " + std::to_string(k) + " parity per group of at most " +
-                      std::to_string(g) + " data nodes (spare nodes used up by recoveries)";
+                      std::to_string(g) + " data nodes (" +
+                      (cfg_.parity == ParityMode::kSpares ? "spare nodes used up by recoveries"
+                                                          : "too few nodes left to spread more") + ")";
       }
     }
   }
   if (!formed.ok()) {
-    protection_ = "unprotected: no spare node left; checkpoints are committed without parity";
+    protection_ = cfg_.parity == ParityMode::kSpares
+                      ? "unprotected: no spare node left; checkpoints are committed without parity"
+                      : "unprotected: too few nodes left to spread parity over; checkpoints are committed "
+                        "without parity";
     layout_ = GroupLayout{};
     role_ = Role{};
   } else {
     layout_ = std::move(*formed);
     DLCKPT_ASSIGN_OR_RETURN(role_, FindRole(layout_, rank_));
+    // --parity auto: say when a group keeps its parity on its own members.
+    std::string spread;
+    for (const Group& g : layout_.groups) {
+      if (g.spread) spread += (spread.empty() ? "" : ", ") + std::to_string(g.id);
+    }
+    if (cfg_.parity == ParityMode::kAuto && !spread.empty() && protection_.empty()) {
+      protection_ = "spread: group(s) " + spread + " keep their parity on their own data nodes (no spare node "
+                    "left for them); each still survives " + std::to_string(go.spares_per_group) +
+                    " lost node(s)";
+    }
   }
   if (rank_ == 0 && !protection_.empty()) {
     Log(protection_);
@@ -251,7 +283,8 @@ Status Service::Hello(const protocol::Hello& h) {
   have_layout_ = true;
   // A node that is no longer a spare drops the parity of earlier layouts once
   // this layout's first encode has completed everywhere (see Encode).
-  drop_old_parity_ = role_.kind == RoleKind::kData;
+  drop_old_parity_ = role_.kind == RoleKind::kData &&
+                     !layout_.groups[static_cast<size_t>(role_.group)].spread;
   if (rank_ == 0) Log("groups: " + DescribeLayout(layout_));
   if (serving_) StartWarmup(slot_bytes);
   return Status::OK();

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/codec/groups.h"
 #include "dlckpt/codec/reduce_transport.h"
 #include "dlckpt/base/status.h"
 
@@ -37,7 +38,8 @@ struct ServiceConfig {
   std::string rendezvous_host;   // address clients connect to ("" = this host's address)
   int port = 0;                  // TCP port (0 = any)
   int group_size = 0;            // data nodes per group (0 = all)
-  int spares_per_group = 1;
+  int spares_per_group = 1;      // k: parity chunks per stripe
+  ParityMode parity = ParityMode::kSpares;  // where the parity lives (groups.h)
   std::string scheme = "xor";    // xor | rs
   uint64_t generation = 1;
   bool cleanup_on_shutdown = false;

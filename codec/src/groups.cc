@@ -13,6 +13,22 @@ std::string Plural(long count, const char* word) {
 
 }  // namespace
 
+Result<ParityMode> ParseParityMode(std::string_view text) {
+  if (text == "spares") return ParityMode::kSpares;
+  if (text == "spread") return ParityMode::kSpread;
+  if (text == "auto") return ParityMode::kAuto;
+  return Status::InvalidArgument("parity layout '" + std::string(text) + "': want spares, spread or auto");
+}
+
+const char* ParityModeName(ParityMode mode) {
+  switch (mode) {
+    case ParityMode::kSpares: return "spares";
+    case ParityMode::kSpread: return "spread";
+    case ParityMode::kAuto: return "auto";
+  }
+  return "?";
+}
+
 std::vector<int> Group::codec_ranks() const {
   std::vector<int> ranks;
   for (const auto& m : data) ranks.push_back(m.codec_rank);
@@ -86,7 +102,20 @@ Result<GroupLayout> FormGroups(std::span<const NodeInfo> nodes, const GroupOptio
   const long groups = (d + options.group_size - 1) / options.group_size;
   const long needed = groups * k;
   const long available = static_cast<long>(spares.size());
-  if (needed > available) {
+  const long base = d / groups, rem = d % groups;
+  // Groups with spares: all (spares), none (spread), as many as k spares
+  // each allow (auto); the others spread their parity over their members.
+  const long with_spares = options.parity == ParityMode::kSpares   ? groups
+                           : options.parity == ParityMode::kSpread ? 0
+                                                                   : std::min(groups, available / k);
+  if (with_spares < groups && base <= k) {
+    return Status::InvalidArgument(
+        "parity spread over a group's members needs more than " + Plural(k, "data node") + " per group (k = " +
+        std::to_string(k) + "), but " + std::to_string(d) + " data nodes in " + Plural(groups, "group") +
+        " leave " + std::to_string(base) + (rem ? " or " + std::to_string(base + 1) : std::string()) +
+        ": use a larger --group-size, fewer parity per group (--spares-per-group), or spare nodes (--parity spares)");
+  }
+  if (options.parity == ParityMode::kSpares && needed > available) {
     // The smallest k-spare configuration that fits, if any, helps the user.
     std::string hint;
     long max_groups = available / k;
@@ -104,7 +133,6 @@ Result<GroupLayout> FormGroups(std::span<const NodeInfo> nodes, const GroupOptio
         std::to_string(options.group_size) + " make " + Plural(groups, "group") + ", needing " +
         Plural(needed, "spare node") + ")" + hint);
   }
-  const long base = d / groups, rem = d % groups;
   if (base + (rem ? 1 : 0) + k > ErasureCode::kMaxChunks) {
     return Status::InvalidArgument(
         "a group of " + std::to_string(base + (rem ? 1 : 0)) + " data nodes and " +
@@ -118,7 +146,12 @@ Result<GroupLayout> FormGroups(std::span<const NodeInfo> nodes, const GroupOptio
     group.id = static_cast<int>(g);
     long size = base + (g < rem ? 1 : 0);
     for (long i = 0; i < size; ++i) group.data.push_back(std::move(data[next_data++]));
-    for (long j = 0; j < k; ++j) group.spares.push_back(std::move(spares[next_spare++]));
+    if (g < with_spares) {
+      for (long j = 0; j < k; ++j) group.spares.push_back(std::move(spares[next_spare++]));
+    } else {
+      group.spread = true;
+      group.spread_k = static_cast<int>(k);
+    }
     layout.groups.push_back(std::move(group));
   }
   for (; next_spare < spares.size(); ++next_spare)
@@ -148,10 +181,15 @@ std::string DescribeLayout(const GroupLayout& layout) {
   std::string out;
   for (const Group& g : layout.groups) {
     out += "group " + std::to_string(g.id) + " (" + SchemeName(g.scheme()) + ", " +
-           std::to_string(g.n()) + "+" + std::to_string(g.k()) + "): data";
+           std::to_string(g.n()) + "+" + std::to_string(g.k()) + (g.spread ? " spread" : "") + "): data";
     for (const auto& m : g.data) out += " " + m.node;
-    out += "; spares";
-    for (const auto& m : g.spares) out += " " + m.node;
+    if (g.spread) {
+      out += "; parity spread over the members (each keeps " + std::to_string(g.k()) + "/" +
+             std::to_string(g.n() - g.k()) + " of the largest member's size)";
+    } else {
+      out += "; spares";
+      for (const auto& m : g.spares) out += " " + m.node;
+    }
     out += "\n";
   }
   if (!layout.standby.empty()) {

@@ -175,5 +175,63 @@ TEST(FormGroups, ManyShapesKeepInvariants) {
   }
 }
 
+TEST(FormGroups, SpreadParityNeedsNoSpareAndKeepsSparesAsStandby) {
+  auto nodes = Cluster(6, 2);
+  auto layout = FormGroups(nodes, {3, 1, ParityMode::kSpread});
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  ASSERT_EQ(layout->groups.size(), 2u);
+  for (const auto& g : layout->groups) {
+    EXPECT_TRUE(g.spread);
+    EXPECT_TRUE(g.spares.empty());
+    EXPECT_EQ(g.n(), 3);
+    EXPECT_EQ(g.k(), 1);
+    EXPECT_EQ(g.scheme(), Scheme::kXor);
+  }
+  EXPECT_EQ(layout->standby.size(), 2u);
+  auto role = FindRole(*layout, layout->groups[1].data[2].codec_rank);
+  ASSERT_TRUE(role.ok());
+  EXPECT_EQ(role->kind, RoleKind::kData);
+  EXPECT_EQ(role->chunk, 2);
+  EXPECT_NE(DescribeLayout(*layout).find("group 1 (xor, 3+1 spread): data node3 node4 node5; parity spread"),
+            std::string::npos)
+      << DescribeLayout(*layout);
+  // Reed-Solomon k = 2 over 4 members, no spare at all.
+  auto rs = FormGroups(Cluster(4, 0), {4, 2, ParityMode::kSpread});
+  ASSERT_TRUE(rs.ok()) << rs.status().ToString();
+  EXPECT_EQ(rs->groups[0].scheme(), Scheme::kReedSolomon);
+  EXPECT_EQ(rs->groups[0].k(), 2);
+}
+
+TEST(FormGroups, AutoGivesSparesWhileTheyLastThenSpreads) {
+  // 3 groups of 2, k = 1, one spare: group 0 gets it, groups 1 and 2 spread.
+  auto layout = FormGroups(Cluster(6, 1), {2, 1, ParityMode::kAuto});
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  ASSERT_EQ(layout->groups.size(), 3u);
+  EXPECT_FALSE(layout->groups[0].spread);
+  EXPECT_EQ(layout->groups[0].spares.size(), 1u);
+  EXPECT_TRUE(layout->groups[1].spread);
+  EXPECT_TRUE(layout->groups[2].spread);
+  EXPECT_TRUE(layout->standby.empty());
+  // Enough spares: auto is the spares layout.
+  auto full = FormGroups(Cluster(6, 3), {2, 1, ParityMode::kAuto});
+  ASSERT_TRUE(full.ok());
+  for (const auto& g : full->groups) EXPECT_FALSE(g.spread);
+}
+
+TEST(FormGroups, SpreadNeedsMoreMembersThanParity) {
+  auto one = FormGroups(Cluster(1, 0), {1, 1, ParityMode::kSpread});
+  ASSERT_FALSE(one.ok());
+  EXPECT_EQ(one.status().code(), EINVAL);
+  EXPECT_NE(one.status().message().find("needs more than 1 data node per group"), std::string::npos)
+      << one.status().ToString();
+  EXPECT_FALSE(FormGroups(Cluster(4, 0), {2, 2, ParityMode::kSpread}).ok());
+  EXPECT_TRUE(FormGroups(Cluster(4, 0), {4, 3, ParityMode::kSpread}).ok());
+  // A group that gets spares in auto needs no more members than k.
+  EXPECT_TRUE(FormGroups(Cluster(1, 1), {1, 1, ParityMode::kAuto}).ok());
+  EXPECT_EQ(ParseParityMode("spread").value(), ParityMode::kSpread);
+  EXPECT_EQ(ParseParityMode("bogus").status().code(), EINVAL);
+  EXPECT_STREQ(ParityModeName(ParityMode::kAuto), "auto");
+}
+
 }  // namespace
 }  // namespace dlckpt::codec

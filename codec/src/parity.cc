@@ -13,7 +13,7 @@ namespace protocol = control::protocol;
 
 namespace {
 
-constexpr char kMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', 'P', '1'};
+constexpr char kMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', 'P', '2'};
 constexpr uint64_t kPage = 4096;
 // Header: magic[8], u32 body length, u32 CRC32C of the body, body.
 constexpr uint64_t kPrefix = 16;

@@ -8,8 +8,10 @@
 // missing image, the transport, a parity slot) is agreed on by all and
 // returned as a Done naming the node, group and epoch; the previous parity
 // stays the committed one.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "dlckpt/codec/erasure.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/control/protocol.h"
+#include "dlckpt/control/stripes.h"
 #include "dlckpt/memfs/memfs.h"
 #include "parity.h"
 #include "service_impl.h"
@@ -101,7 +104,10 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   for (size_t i = 0; i < layout_.groups.size(); ++i) {
     const Group& g = layout_.groups[i];
     const bool mine = role_.kind != RoleKind::kStandby && static_cast<size_t>(role_.group) == i;
-    if (rank_ == 0 || mine) {
+    if (g.spread) {
+      plans[i].why = "spread parity";  // a full encode (no delta of spread parity yet)
+      plans[i].length = 0;
+    } else if (rank_ == 0 || mine) {
       plans[i] = internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
     }
   }
@@ -129,6 +135,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       info.k = static_cast<uint32_t>(g.k());
       info.ngroups = static_cast<uint32_t>(layout_.groups.size());
       info.scheme = SchemeByte(g.scheme());
+      info.layout = static_cast<uint8_t>(g.spread ? control::ParityLayout::kSpread : control::ParityLayout::kSpares);
       for (const auto& d : g.data) info.members.push_back(records[static_cast<size_t>(d.codec_rank)]);
       struct ParitySink final : OutputSink {
         ParitySlots* slots;
@@ -145,7 +152,9 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       std::string label = "group " + std::to_string(g.id) + " encode of epoch " + std::to_string(epoch);
       double t_run = Now();
       const internal::DeltaPlan& plan = plans[static_cast<size_t>(role_.group)];
-      if (plan.use) {
+      if (g.spread) {
+        run_status = EncodeSpread(g, info, keep, label, extents);
+      } else if (plan.use) {
         run_status = RunDelta(g, **code, plan, info, keep, label, extents);
       } else {
         history_.valid = false;  // the other slot is written in full
@@ -153,7 +162,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
         run_status = stats.status();
       }
       const double t_complete = Now();
-      const bool spare = role_.kind == RoleKind::kSpare;
+      const bool spare = role_.kind == RoleKind::kSpare;  // spread members completed theirs
       if (run_status.ok() && spare) {
         run_status = plan.use ? parity_.CompleteDelta(keep, plan.ranges) : parity_.Complete();
       }
@@ -175,6 +184,63 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
     }
   }
   return finish(all);
+}
+
+Status Service::EncodeSpread(const Group& g, protocol::ParityReport info, uint64_t keep, const std::string& label,
+                             std::span<const Extent> image) {
+  const uint32_t n = static_cast<uint32_t>(g.n()), k = static_cast<uint32_t>(g.k());
+  DLCKPT_ASSIGN_OR_RETURN(auto code, ErasureCode::Create(g.scheme(), static_cast<int>(n - k), static_cast<int>(k)));
+  uint64_t longest = 0;
+  for (const auto& m : info.members) {
+    uint64_t len = 0;
+    for (uint64_t size : m.sizes) len += size;
+    longest = std::max(longest, len);
+  }
+  const uint64_t seg = control::SpreadSegmentBytes(longest, n, k);
+  const uint32_t me = static_cast<uint32_t>(role_.index);
+  info.index = me;
+  // This member's parity object: segment j is parity j of stripe (me - j) mod
+  // n, prepared at the first segment that arrives; the tail of a segment past
+  // its stripe's length is zeros.
+  struct SpreadSink final : OutputSink {
+    ParitySlots* slots = nullptr;
+    protocol::ParityReport info;
+    uint64_t keep = 0, seg = 0;
+    uint32_t k = 0;
+    uint8_t* base = nullptr;
+    Result<uint8_t*> Begin(int output, uint64_t length) override {
+      if (length > seg || output < 0 || static_cast<uint32_t>(output) >= k) {
+        return Status::Error(EPROTO, "spread parity " + std::to_string(output) + " of " + std::to_string(length) +
+                                " bytes does not fit a segment of " + std::to_string(seg));
+      }
+      if (base == nullptr) {
+        DLCKPT_ASSIGN_OR_RETURN(base, slots->Prepare(info, k * seg, keep));
+      }
+      uint8_t* at = base + static_cast<uint64_t>(output) * seg;
+      std::memset(at + length, 0, seg - length);
+      return at;
+    }
+  } sink;
+  sink.slots = &parity_;
+  sink.info = info;
+  sink.keep = keep;
+  sink.seg = seg;
+  sink.k = k;
+  for (uint32_t s = 0; s < n; ++s) {
+    ReduceSpec spec;
+    spec.label = label + " (stripe " + std::to_string(s) + ")";
+    spec.combination = code->encoder();
+    for (uint32_t m : control::SpreadDataMembers(n, k, s)) spec.source_ranks.push_back(static_cast<int>(m));
+    for (uint32_t j = 0; j < k; ++j) spec.output_ranks.push_back(static_cast<int>(control::SpreadParityHolder(n, s, j)));
+    std::vector<Extent> input;
+    if (control::SpreadHoldsData(n, k, me, s)) {
+      input = internal::SliceExtents(image, uint64_t{control::SpreadSegmentOf(n, k, me, s)} * seg, seg);
+    }
+    auto stats = group_transport_->Run(spec, input, &sink);
+    if (!stats.ok()) return stats.status();
+  }
+  if (sink.base == nullptr) return Status::Error(EPROTO, label + ": no spread parity segment reached member " + cfg_.node);
+  return parity_.Complete();
 }
 
 Status Service::EncodeOnce(uint64_t epoch) {

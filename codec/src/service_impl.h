@@ -53,6 +53,9 @@ enum Command : uint32_t {
 
 // Monotonic seconds.
 double Now();
+// Bytes [offset, offset + len) of the image `extents` describe, as extents
+// (fewer bytes, or none, past the image's end).
+std::vector<Extent> SliceExtents(std::span<const Extent> extents, uint64_t offset, uint64_t len);
 // What this process brings to an agreement on a transport's outcome: its
 // own error, or OK when it only learned that another rank failed
 // (ECANCELED from ReduceTransport::Run), so that the agreed error is the
@@ -147,6 +150,11 @@ class Service {
   Result<std::string> Execute(uint32_t cmd, const std::string& payload, control::protocol::MsgType* reply_type);
   Status Hello(const control::protocol::Hello& h);
   control::protocol::Done Encode(uint64_t epoch, uint64_t keep);
+  // Collective over the group: a spread group's encode (stripes.h), one
+  // transport run per stripe, this member's parity object completed at the
+  // end. `image`: this member's image of the epoch.
+  Status EncodeSpread(const Group& g, control::protocol::ParityReport info, uint64_t keep, const std::string& label,
+                      std::span<const Extent> image);
   Result<control::protocol::SurveyReply> Survey();
   control::protocol::Done Recover(const control::protocol::Recover& r);
   // Parts of Recover (service_recover.cc). CheckPlan: local, the plan's

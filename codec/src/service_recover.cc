@@ -22,6 +22,7 @@
 #include "dlckpt/codec/erasure.h"
 #include "dlckpt/control/protocol.h"
 #include "dlckpt/control/recovery.h"
+#include "dlckpt/control/stripes.h"
 #include "dlckpt/memfs/memfs.h"
 #include "parity.h"
 #include "service_impl.h"
@@ -112,10 +113,22 @@ Status Service::CheckPlan(const protocol::Recover& req, std::set<int32_t>* rebui
       if (!src.empty()) DLCKPT_RETURN_IF_ERROR(known(src, "rebuild source"));
     }
   }
+  // A rebuilt member's data chunks are lost: no source gives them.
+  auto described = [](const protocol::RebuildGroup& g, uint32_t member) {
+    const uint32_t n = static_cast<uint32_t>(g.members.size());
+    if (member >= n) return false;
+    if (g.layout != static_cast<uint8_t>(control::ParityLayout::kSpread)) return g.sources[member].empty();
+    for (uint32_t s = 0; s < n; ++s) {
+      if (!control::SpreadHoldsData(n, g.k, member, s)) continue;
+      const auto dm = control::SpreadDataMembers(n, g.k, s);
+      const size_t c = static_cast<size_t>(std::find(dm.begin(), dm.end(), member) - dm.begin());
+      if (!g.sources[s * n + c].empty()) return false;
+    }
+    return true;
+  };
   for (const auto& t : req.rebuilds) {
     auto gi = groups.find(t.group);
-    if (gi == groups.end() || t.member >= gi->second->members.size() ||
-        !gi->second->sources[t.member].empty()) {
+    if (gi == groups.end() || !described(*gi->second, t.member)) {
       return Status::InvalidArgument("RECOVER: the plan rebuilds member " + std::to_string(t.member) +
                                      " of group " + std::to_string(t.group) +
                                      " but does not describe that group's stripe without it");
@@ -162,40 +175,25 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
                              const std::vector<protocol::RebuildTask>& tasks, uint64_t* rebuilt_bytes) {
   const uint64_t e = req.epoch;
   const uint32_t g = info.group;
-  const int n = static_cast<int>(info.members.size());
-  const int k = static_cast<int>(info.k);
-  // The chunks the plan reads, one per node.
-  std::vector<int> chunk_ranks(static_cast<size_t>(n + k), -1);
-  for (size_t c = 0; c < info.sources.size(); ++c) {
-    if (!info.sources[c].empty()) chunk_ranks[c] = rank_of_node_.at(info.sources[c]);
-  }
-  std::vector<int> wanted, targets;
-  for (const auto& t : tasks) {
-    wanted.push_back(static_cast<int>(t.member));
-    targets.push_back(rank_of_node_.at(t.target_node));
-  }
+  const uint32_t n = static_cast<uint32_t>(info.members.size());
+  const uint32_t k = info.k;
+  const bool spread = info.layout == static_cast<uint8_t>(control::ParityLayout::kSpread);
   const std::string label = "group " + std::to_string(g) + " rebuild of epoch " + std::to_string(e);
   auto scheme = SchemeFromByte(info.scheme);
-  auto code = scheme.ok() ? ErasureCode::Create(*scheme, n, k) : Result<std::shared_ptr<const ErasureCode>>(scheme.status());
+  if (!scheme.ok()) return c_->Agree(scheme.status(), label);
+  // One stripe (spares layout: whole images and parity objects), or n
+  // (spread: segments of them; dlckpt/control/stripes.h).
+  auto code = ErasureCode::Create(*scheme, static_cast<int>(spread ? n - k : n), static_cast<int>(k));
   if (!code.ok()) return c_->Agree(code.status(), label);
-  auto spec = RebuildSpec(**code, chunk_ranks, wanted, targets, label);
-  if (!spec.ok()) return c_->Agree(spec.status(), label);
-  // My input: a surviving data member's stores, or a parity.
-  Status local;
-  std::vector<Extent> input;
-  for (int c = 0; c < n + k && local.ok(); ++c) {
-    if (chunk_ranks[static_cast<size_t>(c)] != rank_) continue;
-    if (c < n) {
-      const auto& m = info.members[static_cast<size_t>(c)];
-      local = LocalImage(e, m.ranks, &input, nullptr, &m.sizes);
-    } else {
-      auto ext = parity_.Find(g, static_cast<uint32_t>(c - n), e, req.generation);
-      if (ext.ok()) {
-        input.push_back(*ext);
-      } else {
-        local = ext.status();
-      }
+  uint64_t seg = 0;  // spread: segment bytes
+  if (spread) {
+    uint64_t longest = 0;
+    for (const auto& m : info.members) {
+      uint64_t len = 0;
+      for (uint64_t size : m.sizes) len += size;
+      longest = std::max(longest, len);
     }
+    seg = control::SpreadSegmentBytes(longest, n, k);
   }
   // My outputs: lost members rebuilt here, split back into their stores.
   struct Target {
@@ -203,12 +201,13 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
     std::vector<std::unique_ptr<memfs::ImageBuilder>> builders;
     uint64_t offset = 0;
   };
-  std::map<int, Target> outs;
-  for (size_t w = 0; w < wanted.size() && local.ok(); ++w) {
-    if (targets[w] != rank_) continue;
-    Target& t = outs[static_cast<int>(w)];
-    t.member = &info.members[static_cast<size_t>(wanted[w])];
-    for (int32_t r : t.member->ranks) {
+  std::map<uint32_t, Target> outs;  // by member
+  Status local;
+  for (const auto& t : tasks) {
+    if (rank_of_node_.at(t.target_node) != rank_ || !local.ok()) continue;
+    Target& tg = outs[t.member];
+    tg.member = &info.members[t.member];
+    for (int32_t r : tg.member->ranks) {
       auto name = StoreName(cfg_.job, cfg_.node, r);
       if (!name.ok()) {
         local = name.status();
@@ -220,12 +219,47 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
         local = b.status();
         break;
       }
-      t.builders.push_back(std::move(*b));
+      tg.builders.push_back(std::move(*b));
+    }
+  }
+  // My inputs, read in place: the images of the members I give, the parity
+  // objects I hold.
+  std::map<uint32_t, std::vector<Extent>> images;  // by member
+  std::map<uint32_t, Extent> parities;             // by object index
+  const uint32_t width = spread ? n : n + k;       // chunks per stripe
+  const uint32_t nstripes = spread ? n : 1;
+  for (uint32_t s = 0; s < nstripes && local.ok(); ++s) {
+    const std::vector<uint32_t> dm = spread ? control::SpreadDataMembers(n, k, s) : std::vector<uint32_t>{};
+    for (uint32_t c = 0; c < width && local.ok(); ++c) {
+      const std::string& src = info.sources[s * width + c];
+      if (src.empty() || rank_of_node_.at(src) != rank_) continue;
+      const uint32_t data_chunks = width - k;
+      if (c < data_chunks) {
+        const uint32_t m = spread ? dm[c] : c;
+        if (images.count(m)) continue;
+        const auto& rec = info.members[m];
+        local = LocalImage(e, rec.ranks, &images[m], nullptr, &rec.sizes);
+      } else {
+        const uint32_t index = spread ? control::SpreadParityHolder(n, s, c - data_chunks) : c - data_chunks;
+        if (parities.count(index)) continue;
+        auto ext = parity_.Find(g, index, e, req.generation);
+        if (ext.ok()) {
+          parities[index] = *ext;
+        } else {
+          local = ext.status();
+        }
+      }
     }
   }
   DLCKPT_RETURN_IF_ERROR(c_->Agree(local, label));
+
+  // Each node that rebuilds reports a long rebuild.
+  if (!outs.empty()) {
+    world_transport_->set_progress(internal::ProgressEvents(events::RebuildProgress(e, cfg_.node, 0, 0, 0)));
+  }
+  std::vector<uint32_t> wanted_member;  // of the current stripe's outputs
   OrderedSink sink([&](int output, const uint8_t* data, size_t len) -> Status {
-    Target& t = outs.at(output);
+    Target& t = outs.at(wanted_member[static_cast<size_t>(output)]);
     // Route the member image to its stores by the recorded sizes.
     uint64_t base = 0;
     for (size_t i = 0; i < t.builders.size() && len > 0; ++i) {
@@ -242,15 +276,63 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
     t.offset += len;  // zero padding past the member's image
     return Status::OK();
   });
-  // Each node that rebuilds reports a long rebuild.
-  if (!outs.empty()) {
-    world_transport_->set_progress(internal::ProgressEvents(events::RebuildProgress(e, cfg_.node, 0, 0, 0)));
+  Status result;
+  double seconds = 0;
+  for (uint32_t s = 0; s < nstripes && result.ok(); ++s) {
+    const std::vector<uint32_t> dm = spread ? control::SpreadDataMembers(n, k, s) : std::vector<uint32_t>{};
+    const uint32_t data_chunks = width - k;
+    std::vector<int> chunk_ranks(width, -1);
+    std::vector<Extent> input;
+    for (uint32_t c = 0; c < width; ++c) {
+      const std::string& src = info.sources[s * width + c];
+      if (src.empty()) continue;
+      chunk_ranks[c] = rank_of_node_.at(src);
+      if (chunk_ranks[c] != rank_) continue;
+      if (c < data_chunks) {
+        const uint32_t m = spread ? dm[c] : c;
+        const auto& img = images.at(m);
+        input = spread ? internal::SliceExtents(img, uint64_t{control::SpreadSegmentOf(n, k, m, s)} * seg, seg) : img;
+      } else {
+        const uint32_t j = c - data_chunks;
+        const Extent p = parities.at(spread ? control::SpreadParityHolder(n, s, j) : j);
+        input = spread ? internal::SliceExtents(std::span<const Extent>(&p, 1), uint64_t{j} * seg, seg)
+                       : std::vector<Extent>{p};
+      }
+    }
+    // The chunks of this stripe to rebuild: the lost members' data chunks.
+    std::vector<int> wanted, targets;
+    wanted_member.clear();
+    for (const auto& t : tasks) {
+      if (spread && !control::SpreadHoldsData(n, k, t.member, s)) continue;
+      const uint32_t c = spread ? static_cast<uint32_t>(std::find(dm.begin(), dm.end(), t.member) - dm.begin())
+                                : t.member;
+      wanted.push_back(static_cast<int>(c));
+      targets.push_back(rank_of_node_.at(t.target_node));
+      wanted_member.push_back(t.member);
+    }
+    if (wanted.empty()) continue;  // the same on every process: the plan is
+    const std::string stripe_label = spread ? label + " (stripe " + std::to_string(s) + ")" : label;
+    auto spec = RebuildSpec(**code, chunk_ranks, wanted, targets, stripe_label);
+    if (!spec.ok()) {
+      result = spec.status();
+      break;
+    }
+    bool mine = false;
+    for (int r : targets) mine |= r == rank_;
+    auto stats = world_transport_->Run(*spec, input, mine ? &sink : nullptr);
+    result = stats.status();
+    if (stats.ok()) seconds += stats->seconds;
+    if (spread && result.ok()) {
+      // The next stripe continues each rebuilt member at its next segment.
+      for (uint32_t m : wanted_member) {
+        auto it = outs.find(m);
+        if (it != outs.end()) it->second.offset = (uint64_t{control::SpreadSegmentOf(n, k, m, s)} + 1) * seg;
+      }
+    }
   }
-  auto stats = world_transport_->Run(*spec, input, outs.empty() ? nullptr : &sink);
   world_transport_->set_progress(nullptr);
-  Status result = stats.status();
   if (result.ok()) {
-    for (auto& [w, t] : outs) {
+    for (auto& [m, t] : outs) {
       for (size_t i = 0; i < t.builders.size() && result.ok(); ++i) {
         result = t.builders[i]->Finish().status();
         *rebuilt_bytes += t.member->sizes[i];
@@ -260,8 +342,8 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
   outs.clear();  // unfinished builders remove their half-built stores
   DLCKPT_RETURN_IF_ERROR(c_->Agree(internal::OwnError(result), label));
   if (rank_ == 0) {
-    Log(label + ": rebuilt " + std::to_string(tasks.size()) + " member(s) in " +
-        Fixed(stats.ok() ? stats->seconds : 0) + " s");
+    Log(label + ": rebuilt " + std::to_string(tasks.size()) + " member(s) in " + Fixed(seconds) + " s" +
+        (spread ? " from spread parity" : ""));
   }
   return Status::OK();
 }

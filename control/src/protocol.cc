@@ -263,14 +263,25 @@ Status Fields(IO& io, Recover& m) {
   }));
   DLCKPT_RETURN_IF_ERROR(io.List(m.lost_nodes, 4, [](IO& io, std::string& n) { return io(n); }));
   return io.List(m.groups, 17, [](IO& io, RebuildGroup& g) {
-    DLCKPT_RETURN_IF_ERROR(Each(io, g.group, g.scheme, g.k));
+    DLCKPT_RETURN_IF_ERROR(Each(io, g.group, g.scheme, g.k, g.layout));
     DLCKPT_RETURN_IF_ERROR(io.List(g.members, 8, [](IO& io, MemberRecord& mem) { return io(mem); }));
     DLCKPT_RETURN_IF_ERROR(io.List(g.sources, 4, [](IO& io, std::string& n) { return io(n); }));
-    if (g.sources.size() != g.members.size() + g.k) {
+    const size_t n = g.members.size();
+    if (g.layout > 1) {
+      return Status::Corruption("RECOVER: group " + std::to_string(g.group) + ": unknown parity layout " +
+                                std::to_string(g.layout));
+    }
+    if (g.layout == 1 && (g.k == 0 || g.k >= n)) {
+      return Status::Corruption("RECOVER: group " + std::to_string(g.group) + ": spread parity with k = " +
+                                std::to_string(g.k) + " over " + std::to_string(n) + " members");
+    }
+    const size_t want = g.layout == 1 ? n * n : n + g.k;
+    if (g.sources.size() != want) {
       return Status::Corruption("RECOVER: group " + std::to_string(g.group) + " names " +
                                 std::to_string(g.sources.size()) + " chunk sources for " +
-                                std::to_string(g.members.size()) + " members and " + std::to_string(g.k) +
-                                " parity");
+                                std::to_string(n) + " members and " + std::to_string(g.k) +
+                                " parity (" + (g.layout == 1 ? "spread" : "spares") + " layout: " +
+                                std::to_string(want) + ")");
     }
     return Status::OK();
   });
@@ -330,7 +341,8 @@ namespace {
 
 template <class IO>
 Status ParityFields(IO& io, ParityReport& p) {
-  DLCKPT_RETURN_IF_ERROR(Each(io, p.group, p.index, p.k, p.ngroups, p.scheme, p.epoch, p.generation, p.complete));
+  DLCKPT_RETURN_IF_ERROR(
+      Each(io, p.group, p.index, p.k, p.ngroups, p.scheme, p.layout, p.epoch, p.generation, p.complete));
   return io.List(p.members, 8, [](IO& io, MemberRecord& mem) { return io(mem); });
 }
 

@@ -73,7 +73,7 @@ TEST(ProtocolTest, MessagesRoundTrip) {
   EXPECT_TRUE(s2->nodes[0].parities[0].complete);
 
   Recover rc{5, 2, {{1, 3, "vn9"}}, {"vn3"}, {}};
-  rc.groups.push_back({1, 0, 1, {{"vn2", {2}, {10}}, {"vn3", {3}, {20}}}, {"vn2", "", "vn9"}});
+  rc.groups.push_back({1, 0, 1, 0, {{"vn2", {2}, {10}}, {"vn3", {3}, {20}}}, {"vn2", "", "vn9"}});
   auto rc2 = DecodeRecover(EncodeRecover(rc));
   ASSERT_TRUE(rc2.ok());
   EXPECT_EQ(rc2->rebuilds[0].target_node, "vn9");
@@ -84,6 +84,20 @@ TEST(ProtocolTest, MessagesRoundTrip) {
   // A group whose sources do not cover its stripe is malformed.
   rc.groups[0].sources.pop_back();
   EXPECT_EQ(DecodeRecover(EncodeRecover(rc)).status().code(), EBADMSG);
+  // Spread layout: n stripes of n chunks (n = 3 members, k = 1).
+  Recover sp{5, 2, {{0, 1, "vn2"}}, {"vn1"}, {}};
+  sp.groups.push_back({0, 0, 1, 1, {{"vn0", {0}, {10}}, {"vn1", {1}, {10}}, {"vn2", {2}, {10}}},
+                       {"", "vn2", "vn0", "vn0", "vn2", "", "vn0", "", "vn2"}});
+  auto sp2 = DecodeRecover(EncodeRecover(sp));
+  ASSERT_TRUE(sp2.ok()) << sp2.status().ToString();
+  EXPECT_EQ(sp2->groups[0].layout, 1);
+  EXPECT_EQ(sp2->groups[0].sources, sp.groups[0].sources);
+  sp.groups[0].sources.resize(4);  // the spares layout's count is not a spread stripe set
+  auto bad = DecodeRecover(EncodeRecover(sp));
+  EXPECT_EQ(bad.status().code(), EBADMSG);
+  EXPECT_NE(bad.status().message().find("spread layout: 9"), std::string::npos) << bad.status().ToString();
+  sp.groups[0].k = 3;  // k >= n cannot be spread
+  EXPECT_EQ(DecodeRecover(EncodeRecover(sp)).status().code(), EBADMSG);
 }
 
 TEST(ProtocolTest, FramesAreChecked) {

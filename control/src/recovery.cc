@@ -1,8 +1,10 @@
 #include "dlckpt/control/recovery.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
+#include "dlckpt/control/stripes.h"
 #include "recovery_internal.h"
 
 namespace dlckpt::control::recovery {
@@ -84,6 +86,27 @@ std::string DescribeChunks(const Stripe& s) {
   return first ? "none" : os.str();
 }
 
+// Spread layout: "d0@vn0 d1,d2@vn2; parity p0@vn0 p2@vn2" (members' data and
+// the members' parity objects, by node).
+std::string DescribeSpread(const std::vector<std::string>& members, const std::map<uint32_t, std::string>& parity) {
+  auto by_node = [](const std::map<uint32_t, std::string>& at, const char* tag) {
+    std::map<std::string, std::vector<uint32_t>> nodes;
+    for (const auto& [i, node] : at) {
+      if (!node.empty()) nodes[node].push_back(i);
+    }
+    std::ostringstream os;
+    for (const auto& [node, is] : nodes) {
+      os << (os.tellp() ? " " : "");
+      for (size_t i = 0; i < is.size(); ++i) os << (i ? "," : "") << tag << is[i];
+      os << "@" << node;
+    }
+    return nodes.empty() ? std::string("none") : os.str();
+  };
+  std::map<uint32_t, std::string> data;
+  for (size_t m = 0; m < members.size(); ++m) data[static_cast<uint32_t>(m)] = members[m];
+  return "spread: " + by_node(data, "d") + "; parity " + by_node(parity, "p");
+}
+
 }  // namespace
 
 namespace internal {
@@ -124,17 +147,16 @@ Inventory TakeInventory(const Input& in) {
       if (gi.members.empty()) gi.members = p.members;
       gi.k = std::max(gi.k, p.k);
       gi.scheme = p.scheme;
+      gi.layout = p.layout;
       if (p.complete) gi.parity_at.emplace(p.index, node.node);
     }
   }
   return inv;
 }
 
-Stripe StripeOf(const Inventory& inv, const GroupInfo& gi, uint64_t e) {
-  Stripe s;
-  s.n = gi.members.size();
-  s.holder.assign(s.n + gi.k, "");
-  for (size_t i = 0; i < s.n; ++i) {
+std::vector<std::string> MemberHolders(const Inventory& inv, const GroupInfo& gi, uint64_t e) {
+  std::vector<std::string> out(gi.members.size());
+  for (size_t i = 0; i < gi.members.size(); ++i) {
     std::string holder;
     for (int32_t r : gi.members[i].ranks) {
       if (!inv.Has(r, e) || (!holder.empty() && holder != inv.found.at(r))) {
@@ -143,12 +165,50 @@ Stripe StripeOf(const Inventory& inv, const GroupInfo& gi, uint64_t e) {
       }
       holder = inv.found.at(r);
     }
-    s.holder[i] = holder;
+    out[i] = holder;
   }
-  for (const auto& [j, node] : gi.parity_at) {
-    if (j < gi.k) s.holder[s.n + j] = node;
+  return out;
+}
+
+std::vector<Stripe> StripesOf(const Inventory& inv, const GroupInfo& gi, uint64_t e) {
+  const std::vector<std::string> mh = MemberHolders(inv, gi, e);
+  const uint32_t n = static_cast<uint32_t>(gi.members.size());
+  if (!gi.spread()) {
+    Stripe s;
+    s.n = n;
+    s.holder = mh;
+    s.holder.resize(n + gi.k);
+    for (uint32_t i = 0; i < n; ++i) s.member.push_back(i);
+    for (const auto& [j, node] : gi.parity_at) {
+      if (j < gi.k) s.holder[n + j] = node;
+    }
+    return {s};
   }
-  return s;
+  std::vector<Stripe> out;
+  if (gi.k == 0 || gi.k >= n) return out;  // not a spread group (a damaged record)
+  for (uint32_t st = 0; st < n; ++st) {
+    Stripe s;
+    s.member = SpreadDataMembers(n, gi.k, st);
+    s.n = s.member.size();
+    for (uint32_t m : s.member) s.holder.push_back(mh[m]);
+    for (uint32_t j = 0; j < gi.k; ++j) {
+      auto it = gi.parity_at.find(SpreadParityHolder(n, st, j));
+      s.holder.push_back(it == gi.parity_at.end() ? "" : it->second);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Stripe StripeOf(const Inventory& inv, const GroupInfo& gi, uint64_t e) {
+  std::vector<Stripe> all = StripesOf(inv, gi, e);
+  return all.empty() ? Stripe{} : all[0];
+}
+
+int Tolerance(const std::vector<Stripe>& stripes) {
+  int t = stripes.empty() ? 0 : std::numeric_limits<int>::max();
+  for (const Stripe& s : stripes) t = std::min(t, static_cast<int>(s.DistinctHolders()) - static_cast<int>(s.n));
+  return t;
 }
 
 namespace {
@@ -161,15 +221,29 @@ bool RecoverableBy(const Inventory& inv, const Encoding& enc, uint64_t e, const 
                    std::vector<std::pair<uint32_t, uint32_t>>* lost, std::string* why) {
   std::set<int32_t> covered;
   for (const auto& [g, gi] : enc.groups) {
-    Stripe s = StripeOf(inv, gi, e);
-    std::vector<uint32_t> lost_here = s.LostData();
-    if (!lost_here.empty() && s.DistinctHolders() < s.n) {
+    const std::vector<std::string> mh = MemberHolders(inv, gi, e);
+    std::vector<uint32_t> lost_here;
+    for (uint32_t m = 0; m < mh.size(); ++m) {
+      if (mh[m].empty()) lost_here.push_back(m);
+    }
+    const std::vector<Stripe> stripes = StripesOf(inv, gi, e);
+    for (size_t si = 0; si < stripes.size() && !lost_here.empty(); ++si) {
+      const Stripe& s = stripes[si];
+      if (s.LostData().empty() || s.DistinctHolders() >= s.n) continue;
       std::ostringstream os;
       os << DescribeGroup(g, gi) << " lost " << lost_here.size() << " member(s) (";
       for (size_t i = 0; i < lost_here.size(); ++i) os << (i ? ", " : "") << gi.members[lost_here[i]].node;
-      os << "); its surviving chunks " << DescribeChunks(s) << " lie on " << s.DistinctHolders()
-         << " node(s), and a rebuild needs " << s.n << " on distinct nodes";
+      os << "); ";
+      if (gi.spread()) os << "stripe " << si << " of its spread parity keeps chunks ";
+      else os << "its surviving chunks ";
+      os << DescribeChunks(s) << " on " << s.DistinctHolders() << " node(s), and a rebuild needs " << s.n
+         << " on distinct nodes";
       *why = os.str();
+      return false;
+    }
+    if (stripes.empty() && !lost_here.empty()) {
+      *why = DescribeGroup(g, gi) + " records a spread layout with " + std::to_string(gi.k) + " parity over " +
+             std::to_string(gi.members.size()) + " members";
       return false;
     }
     for (uint32_t m : lost_here) {
@@ -271,10 +345,17 @@ Status Place(const Inventory& inv, const Choice& choice, const Input& in, Plan* 
   // node: first one holding no chunk of the chosen encoding, then one
   // holding no chunk of the member's group, then the group's own parity
   // nodes (two chunks on one node lower the group's tolerance until the
-  // next encode; the summary says so).
+  // next encode; the summary says so). With no free node left, a surviving
+  // node that runs ranks hosts them too (oversubscribed), unless
+  // in.oversubscribe is false: first one holding no chunk of the member's
+  // group, then the one running the fewest ranks.
   std::vector<std::string> pool;
   for (const auto& n : in.free_nodes) {
     if (!in.dead_nodes.count(n)) pool.push_back(n);
+  }
+  std::map<std::string, size_t> ranks_on;  // live nodes running ranks
+  for (const auto& [r, node] : in.placement) {
+    if (!in.dead_nodes.count(node)) ++ranks_on[node];
   }
   std::set<std::string> parity_holders;
   if (choice.encoding) {
@@ -283,7 +364,7 @@ Status Place(const Inventory& inv, const Choice& choice, const Input& in, Plan* 
     }
   }
   std::set<std::string> taken;
-  auto take_target = [&](const std::set<std::string>& own_chunks) -> std::string {
+  auto take_target = [&](const std::set<std::string>& own_chunks, size_t moving) -> std::string {
     for (int pass = 0; pass < 3; ++pass) {
       for (const auto& n : pool) {
         if (taken.count(n)) continue;
@@ -295,7 +376,23 @@ Status Place(const Inventory& inv, const Choice& choice, const Input& in, Plan* 
         }
       }
     }
-    return "";
+    if (!in.oversubscribe) return "";
+    std::string best;
+    auto better = [&](const std::string& a, const std::string& b) {
+      const bool fa = !own_chunks.count(a), fb = !own_chunks.count(b);
+      if (fa != fb) return fa;
+      return ranks_on[a] < ranks_on[b];
+    };
+    for (const auto& [n, count] : ranks_on) {
+      if (best.empty() || better(n, best)) best = n;
+    }
+    if (!best.empty()) {
+      ranks_on[best] += moving;
+      if (std::find(plan->oversubscribed.begin(), plan->oversubscribed.end(), best) == plan->oversubscribed.end()) {
+        plan->oversubscribed.push_back(best);
+      }
+    }
+    return best;
   };
 
   plan->placement = in.placement;
@@ -318,33 +415,52 @@ Status Place(const Inventory& inv, const Choice& choice, const Input& in, Plan* 
         target = home;
       } else {
         std::set<std::string> own;
-        for (const auto& h : StripeOf(inv, gi, choice.epoch).holder) {
-          if (!h.empty()) own.insert(h);
+        for (const Stripe& st : StripesOf(inv, gi, choice.epoch)) {
+          for (const auto& h : st.holder) {
+            if (!h.empty()) own.insert(h);
+          }
         }
-        target = take_target(own);
+        target = take_target(own, ranks.size());
       }
       if (target.empty()) {
         return Status::Error(ENOTRECOVERABLE, "unrecoverable: no spare node left to rebuild " + gi.members[m].node +
-                                                  " (ranks " + RankList(ranks) + ") of " + DescribeGroup(g, gi));
+                                                  " (ranks " + RankList(ranks) + ") of " + DescribeGroup(g, gi) +
+                                                  (in.oversubscribe ? "" : ", and --on-spares-exhausted halt"));
       }
       plan->rebuilds.push_back({g, m, target});
       for (int32_t r : ranks) plan->placement[r] = target;
     }
     for (const auto& [g, gi] : enc.groups) {
-      Stripe s = StripeOf(inv, gi, choice.epoch);
+      std::vector<Stripe> stripes = StripesOf(inv, gi, choice.epoch);
       bool rebuilt = false;
       for (const auto& t : plan->rebuilds) rebuilt |= t.group == g;
-      // The chunks the rebuild reads: the survivors', one per node.
-      if (rebuilt) plan->groups.push_back({g, gi.scheme, gi.k, gi.members, s.Sources()});
-      // What the group tolerates until the next encode: the rebuild needs
-      // its n chunks on distinct nodes, so losing t more nodes is survived
-      // while n <= (nodes holding a chunk) - t.
-      for (const auto& t : plan->rebuilds) {
-        if (t.group == g) s.holder[t.member] = t.target_node;
+      // The chunks the rebuild reads: the survivors', one per node and stripe.
+      if (rebuilt) {
+        protocol::RebuildGroup rg{g, gi.scheme, gi.k, gi.layout, gi.members, {}};
+        for (const Stripe& st : stripes) {
+          std::vector<std::string> src = st.Sources();
+          rg.sources.insert(rg.sources.end(), src.begin(), src.end());
+        }
+        plan->groups.push_back(std::move(rg));
       }
-      const int tolerance = static_cast<int>(s.DistinctHolders()) - static_cast<int>(s.n);
+      // What the group tolerates until the next encode: a stripe's rebuild
+      // needs its n chunks on distinct nodes, so losing t more nodes is
+      // survived while n <= (nodes holding a chunk) - t, in every stripe.
+      std::vector<std::string> mh = MemberHolders(inv, gi, choice.epoch);
+      for (const auto& t : plan->rebuilds) {
+        if (t.group != g) continue;
+        mh[t.member] = t.target_node;
+        for (Stripe& st : stripes) {
+          for (size_t i = 0; i < st.n; ++i) {
+            if (st.member[i] == t.member) st.holder[i] = t.target_node;
+          }
+        }
+      }
+      const int tolerance = Tolerance(stripes);
       if (tolerance < static_cast<int>(gi.k)) {
-        plan->degraded.push_back(Plan::Degraded{g, std::max(tolerance, 0), gi.k, DescribeChunks(s)});
+        plan->degraded.push_back(Plan::Degraded{g, std::max(tolerance, 0), gi.k,
+                                                gi.spread() ? DescribeSpread(mh, gi.parity_at)
+                                                            : DescribeChunks(stripes.at(0))});
       }
     }
   } else {
@@ -355,7 +471,9 @@ Status Place(const Inventory& inv, const Choice& choice, const Input& in, Plan* 
       if (!in.dead_nodes.count(node)) continue;
       auto mv = moved.find(node);
       if (mv == moved.end()) {
-        std::string target = take_target({});
+        size_t moving = 0;
+        for (const auto& [r2, n2] : in.placement) moving += n2 == node ? 1 : 0;
+        std::string target = take_target({}, moving);
         if (target.empty()) {
           return Status::Error(ENOTRECOVERABLE, "unrecoverable: no spare node left to host the ranks of " + node);
         }
@@ -402,6 +520,13 @@ Result<Plan> Decide(const Input& in) {
     const bool in_place = !in.dead_nodes.count(t.target_node) && !member.ranks.empty() &&
                           in.placement.at(member.ranks[0]) == t.target_node;
     if (in_place) os << " (damaged store)";
+  }
+  for (const auto& n : plan.oversubscribed) {
+    std::vector<int32_t> ranks;
+    for (const auto& [r, node] : plan.placement) {
+      if (node == n) ranks.push_back(r);
+    }
+    os << "; no spare node left: " << n << " now runs ranks " << RankList(ranks) << " (oversubscribed)";
   }
   if (!plan.degraded.empty()) os << "; " << DescribeDegraded(plan);
   plan.summary = os.str();

@@ -1,7 +1,8 @@
 // recovery_internal.h — the three stages of recovery::Decide, apart so that
 // each has its own tests (recovery_test.cc):
 //   1. the stripe model: what survives (TakeInventory) and where each chunk
-//      of a group's stripe lives at an epoch (StripeOf);
+//      of a group's stripes lives at an epoch (StripesOf; stripes.h gives
+//      the layouts);
 //   2. the choice of epoch (ChooseEpoch): the newest epoch that every group
 //      can recover, and the members to rebuild;
 //   3. the placement (Place): the node that rebuilds each lost member, the
@@ -27,9 +28,11 @@ namespace dlckpt::control::recovery::internal {
 // One group of one encoding, as the surviving parity objects describe it.
 struct GroupInfo {
   std::vector<protocol::MemberRecord> members;
-  std::map<uint32_t, std::string> parity_at;  // complete parity index -> node holding it
+  std::map<uint32_t, std::string> parity_at;  // complete parity object index -> node holding it
   uint32_t k = 0;
   uint8_t scheme = 0;
+  uint8_t layout = 0;  // ParityLayout
+  bool spread() const { return layout == 1; }
 };
 
 // The parity objects of one encoding: its groups by number, how many groups
@@ -56,13 +59,14 @@ struct Inventory {
 
 Inventory TakeInventory(const Input& in);
 
-// Where every chunk of a group's stripe lives at one epoch: holder[i] for
-// data member i (0..n-1), holder[n + j] for parity j; "" when the chunk is
-// lost. A data member survives when every one of its ranks has the epoch on
-// one live node.
+// Where every chunk of one stripe of a group lives at one epoch: holder[i]
+// for data chunk i (0..n-1, a segment of member member[i]), holder[n + j] for
+// parity j; "" when the chunk is lost. A member survives when every one of
+// its ranks has the epoch on one live node.
 struct Stripe {
   std::vector<std::string> holder;
-  size_t n = 0;
+  std::vector<uint32_t> member;  // the member of each data chunk
+  size_t n = 0;                  // data chunks
   size_t DistinctHolders() const;
   std::vector<uint32_t> LostData() const;
   // The rebuild takes one chunk per node: holder with each node's second
@@ -70,7 +74,15 @@ struct Stripe {
   std::vector<std::string> Sources() const;
 };
 
+// The node holding each member of the group at `epoch` ("" when lost).
+std::vector<std::string> MemberHolders(const Inventory& inv, const GroupInfo& gi, uint64_t epoch);
+// The group's stripes: one (spares layout) or one per member (spread).
+std::vector<Stripe> StripesOf(const Inventory& inv, const GroupInfo& gi, uint64_t epoch);
+// The spares layout's single stripe (StripesOf(...)[0] there).
 Stripe StripeOf(const Inventory& inv, const GroupInfo& gi, uint64_t epoch);
+// Further node losses the stripes survive: min over stripes of distinct
+// holders - data chunks (negative: already unrecoverable).
+int Tolerance(const std::vector<Stripe>& stripes);
 
 // The epoch chosen, the encoding its rebuilds use (nullptr: no rebuild) and
 // the (group, member) pairs to rebuild.

@@ -265,10 +265,138 @@ TEST_F(RecoveryTest, NoSpareLeftIsAClearError) {
   Parity("vn4", 0, 0, 1, 3, true, {0, 1});
   Parity("vn5", 1, 0, 1, 3, true, {2, 3});
   in_.free_nodes = {};
+  in_.oversubscribe = false;  // --on-spares-exhausted halt
   Kill("vn1");
   auto p = Run();
   EXPECT_EQ(p.status().code(), ENOTRECOVERABLE);
   EXPECT_NE(p.status().message().find("no spare node left"), std::string::npos);
+}
+
+// With no free node, the lost member's ranks run on a survivor: first one
+// holding no chunk of its group (vn2, vn3 are group 1's), then the least
+// loaded; the summary says so.
+TEST_F(RecoveryTest, NoSpareLeftRelaunchesOnASurvivorOutsideTheGroup) {
+  Stores(3, 0);
+  Parity("vn4", 0, 0, 1, 3, true, {0, 1});
+  Parity("vn5", 1, 0, 1, 3, true, {2, 3});
+  in_.free_nodes = {};
+  Kill("vn1");
+  Kill("vn4");  // and group 0's parity node is gone too: nothing to rebuild from
+  EXPECT_EQ(Run().status().code(), ENOTRECOVERABLE);
+  in_ = Input{};
+  nodes_.clear();
+  SetUp();
+  Stores(3, 0);
+  Parity("vn4", 0, 0, 1, 3, true, {0, 1});
+  Parity("vn5", 1, 0, 1, 3, true, {2, 3});
+  in_.free_nodes = {};
+  Kill("vn1");
+  auto p = Run();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->rebuilds.size(), 1u);
+  EXPECT_EQ(p->rebuilds[0].target_node, "vn2");  // not vn0 (group 0's) nor vn4 (its parity, no ranks)
+  EXPECT_EQ(p->placement.at(2), "vn2");
+  EXPECT_EQ(p->placement.at(3), "vn2");
+  EXPECT_EQ(p->oversubscribed, std::vector<std::string>{"vn2"});
+  EXPECT_NE(p->summary.find("no spare node left: vn2 now runs ranks 2,3,4,5 (oversubscribed)"), std::string::npos)
+      << p->summary;
+}
+
+// Spread parity: one XOR group of vn0..vn3 (2 ranks each), no spare; member
+// m keeps parity object m (stripe m's parity).
+class SpreadTest : public RecoveryTest {
+ protected:
+  void SetUp() override {
+    RecoveryTest::SetUp();
+    nodes_.erase("vn4");
+    nodes_.erase("vn5");
+    in_.free_nodes = {};
+  }
+  void SpreadParity(uint32_t k, uint64_t epoch, const std::vector<int>& holders = {0, 1, 2, 3}) {
+    for (int m : holders) {
+      Parity("vn" + std::to_string(m), 0, static_cast<uint32_t>(m), k, epoch, true, {0, 1, 2, 3}, 1);
+      nodes_["vn" + std::to_string(m)].parities.back().layout = 1;
+    }
+  }
+};
+
+TEST_F(SpreadTest, StripesKeepParityOnTheMembers) {
+  Stores(3, 0);
+  SpreadParity(1, 3);
+  Kill("vn1");
+  in_.survey.nodes.clear();
+  for (auto& [name, n] : nodes_) in_.survey.nodes.push_back(n);
+  internal::Inventory inv = internal::TakeInventory(in_);
+  const internal::GroupInfo& gi = inv.encodings.at({3, 1}).groups.at(0);
+  EXPECT_TRUE(gi.spread());
+  auto stripes = internal::StripesOf(inv, gi, 3);
+  ASSERT_EQ(stripes.size(), 4u);
+  // Stripe 0: parity on vn0, data of members 1, 2, 3 (member 1 lost).
+  EXPECT_EQ(stripes[0].member, (std::vector<uint32_t>{1, 2, 3}));
+  EXPECT_EQ(stripes[0].holder, (std::vector<std::string>{"", "vn2", "vn3", "vn0"}));
+  // Stripe 1: its parity was on vn1.
+  EXPECT_EQ(stripes[1].holder, (std::vector<std::string>{"vn0", "vn2", "vn3", ""}));
+  EXPECT_EQ(internal::Tolerance(stripes), 0);
+}
+
+TEST_F(SpreadTest, LossRebuildsOntoASurvivorFromEveryStripe) {
+  Stores(3, 0);
+  SpreadParity(1, 3);
+  Kill("vn1");
+  auto p = Run();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->epoch, 3u);
+  ASSERT_EQ(p->rebuilds.size(), 1u);
+  EXPECT_EQ(p->rebuilds[0].member, 1u);
+  EXPECT_EQ(p->rebuilds[0].target_node, "vn0");  // the least loaded survivor, first by name
+  ASSERT_EQ(p->groups.size(), 1u);
+  const auto& g = p->groups[0];
+  EXPECT_EQ(g.layout, 1);
+  ASSERT_EQ(g.sources.size(), 16u);  // 4 stripes of 4 chunks
+  EXPECT_EQ(std::vector<std::string>(g.sources.begin(), g.sources.begin() + 4),
+            (std::vector<std::string>{"", "vn2", "vn3", "vn0"}));
+  EXPECT_EQ(std::vector<std::string>(g.sources.begin() + 4, g.sources.begin() + 8),
+            (std::vector<std::string>{"vn0", "vn2", "vn3", ""}));
+  ASSERT_EQ(p->degraded.size(), 1u);
+  EXPECT_EQ(p->degraded[0].tolerance, 0);
+  EXPECT_NE(p->summary.find("spread: d0,d1@vn0 d2@vn2 d3@vn3; parity p0@vn0 p2@vn2 p3@vn3"), std::string::npos)
+      << p->summary;
+  EXPECT_EQ(p->placement.at(2), "vn0");
+  EXPECT_EQ(p->placement.at(3), "vn0");
+}
+
+TEST_F(SpreadTest, TwoLossesExceedXorButNotReedSolomon) {
+  Stores(3, 0);
+  SpreadParity(1, 3);
+  Kill("vn1");
+  Kill("vn2");
+  auto p = Run();
+  EXPECT_EQ(p.status().code(), ENOTRECOVERABLE);
+  EXPECT_NE(p.status().message().find("of its spread parity keeps chunks"), std::string::npos)
+      << p.status().ToString();
+
+  in_ = Input{};
+  nodes_.clear();
+  SetUp();
+  Stores(3, 0);
+  SpreadParity(2, 3);
+  Kill("vn1");
+  Kill("vn2");
+  auto q = Run();
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->rebuilds.size(), 2u);
+  ASSERT_EQ(q->groups.size(), 1u);
+  // Every stripe gives at least its n - k = 2 chunks, each from another node.
+  for (size_t s = 0; s < 4; ++s) {
+    std::set<std::string> nodes;
+    for (size_t c = 0; c < 4; ++c) {
+      const std::string& src = q->groups[0].sources[s * 4 + c];
+      if (!src.empty()) {
+        EXPECT_TRUE(nodes.insert(src).second) << "stripe " << s;
+      }
+    }
+    EXPECT_GE(nodes.size(), 2u) << "stripe " << s;
+  }
 }
 
 TEST_F(RecoveryTest, OwnParityNodeIsTheLastChoiceAndTheSummarySaysWhatItCosts) {

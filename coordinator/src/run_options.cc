@@ -32,8 +32,25 @@ layout:
   --ranks-per-node R      application ranks per data node (default 1)
   --spares S              spare nodes (default 1)
   --group-size G          data nodes per group (default: all in one group)
-  --spares-per-group K    parity nodes per group (default 1 for xor, 2 for rs)
+  --spares-per-group K    parity chunks per stripe: the parity nodes of each
+                          group, or the losses a spread group survives (default
+                          1 for xor, 2 for rs)
   --scheme xor|rs         erasure code (default xor when K = 1, else rs)
+  --parity spares|spread|auto
+                          where parity lives: on K spare nodes per group
+                          (spares), spread over each group's data nodes, about
+                          K/(G-K) of their checkpoint each, with spare nodes
+                          only hosting replacements (spread), or on spares
+                          while a group has them and spread once a recovery
+                          used them up (auto, the default). When no spare node
+                          is left to host a lost node's ranks, they run on a
+                          surviving node (oversubscribed) and the run goes on
+  --on-spares-exhausted continue|halt
+                          when no spare node is left to host a lost node's
+                          ranks: run them on a survivor (continue, the
+                          default), or rebuild them there, drain that epoch to
+                          --persist and stop (halt: exit 7, ready for
+                          --restart-from in a larger allocation)
   --capacity SIZE         memfs store capacity per rank, 1M to 1T (default 256M)
   --compress none|lz4     compress the stores' checkpoint data with LZ4 (sets
                           DLCKPT_COMPRESS for the ranks; see memfs.h)
@@ -184,7 +201,7 @@ recovery limit was reached, 5 when the job could not be set up or launched
 (also for an unsafe run directory, or a store of the job that another user
 planted), 6 when the job id is in use by another
 running dlckpt-run, 7 when halted (--halt-seconds, SIGUSR1, SIGTERM with
---persist) with a complete drained epoch to --restart-from (3 without one),
+--persist, --on-spares-exhausted halt) with a complete drained epoch to --restart-from (3 without one),
 124 at --timeout, 128 + N after signal N; 2 for bad options
 (also for a job this machine cannot run, see --oversubscribe).
 )";
@@ -287,7 +304,7 @@ const std::vector<std::pair<std::string, std::string>>& EnvOptions() {
   static const auto* const kList = [] {
     auto* list = new std::vector<std::pair<std::string, std::string>>();
     for (const char* option :
-         {"nodes", "ranks-per-node", "spares", "group-size", "spares-per-group", "scheme", "capacity", "compress",
+         {"nodes", "ranks-per-node", "spares", "group-size", "spares-per-group", "scheme", "parity", "on-spares-exhausted", "capacity", "compress",
           "encode", "codec-nice", "hosts", "launcher", "srun", "srun-args", "launcher-exec", "mpiexec",
           "mpiexec-args", "kill-command", "max-recoveries", "timeout", "job", "run-dir", "codec", "term-grace",
           "heartbeat-timeout", "heartbeat-address", "preload", "keep", "oversubscribe", "verbose",
@@ -360,6 +377,16 @@ Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help
     } else if (a == "--scheme") {
       if (v != "xor" && v != "rs") return Status::InvalidArgument("--scheme: want xor or rs, not '" + v + "'");
       o.scheme = v;
+    } else if (a == "--parity") {
+      if (v != "spares" && v != "spread" && v != "auto") {
+        return Status::InvalidArgument("--parity: want spares, spread or auto, not '" + v + "'");
+      }
+      o.parity = v;
+    } else if (a == "--on-spares-exhausted") {
+      if (v != "continue" && v != "halt") {
+        return Status::InvalidArgument("--on-spares-exhausted: want continue or halt, not '" + v + "'");
+      }
+      o.on_spares_exhausted = v;
     } else if (a == "--capacity") {
       auto size = ParseSize(v);
       if (!size.ok()) return size.status().Prefixed("--capacity");
@@ -650,8 +677,19 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
       }
     }
   }
+  if (o.on_spares_exhausted == "halt" && o.persist.empty()) {
+    return Status::InvalidArgument("--on-spares-exhausted halt drains the newest epoch to --persist DIR: give one");
+  }
   int groups = (o.nodes + o.group_size - 1) / o.group_size;
-  if (o.spares < groups * o.spares_per_group) {
+  if (o.parity != "spares" && o.nodes / groups <= o.spares_per_group &&
+      o.spares < groups * o.spares_per_group) {
+    return Status::InvalidArgument(
+        "--parity " + o.parity + ": parity spread over a group needs more than " +
+        std::to_string(o.spares_per_group) + " data node(s) per group, but --nodes " + std::to_string(o.nodes) +
+        " in " + std::to_string(groups) + " group(s) leave " + std::to_string(o.nodes / groups) +
+        "; give more --nodes, a larger --group-size, or spare nodes for --parity spares");
+  }
+  if (o.parity == "spares" && o.spares < groups * o.spares_per_group) {
     return Status::InvalidArgument(std::to_string(o.spares) + " spare node(s) cannot give " +
                                    std::to_string(groups) + " group(s) of at most " +
                                    std::to_string(o.group_size) + " data nodes " +

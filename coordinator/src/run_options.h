@@ -37,6 +37,8 @@ struct Options {
   int group_size = 0;        // 0: all data nodes in one group
   int spares_per_group = 0;  // 0: 1 for xor, 2 for rs
   std::string scheme;        // "" → from spares_per_group
+  std::string parity = "auto";  // "spares", "spread" or "auto": where parity lives (codec --parity)
+  std::string on_spares_exhausted = "continue";  // or "halt": no spare to host lost ranks
   std::string job;
   std::string run_dir;
   uint64_t capacity = 256ull << 20;

@@ -32,6 +32,12 @@ TEST(RunOptionsTest, DefaultsAndLayout) {
   ASSERT_TRUE(rs.ok());
   EXPECT_EQ(rs->spares_per_group, 2);
   EXPECT_EQ(rs->group_size, 4);
+  EXPECT_EQ(o->parity, "auto");
+  // Spread parity needs no spare node; spares alone need k per group.
+  auto spread = Parse({"--nodes", "4", "--spares", "0", "--parity", "spread", "--", "a"});
+  ASSERT_TRUE(spread.ok()) << spread.status().ToString();
+  EXPECT_EQ(spread->parity, "spread");
+  EXPECT_FALSE(Parse({"--nodes", "4", "--spares", "0", "--parity", "spares", "--", "a"}).ok());
 }
 
 TEST(RunOptionsTest, KillSpecs) {
@@ -76,7 +82,7 @@ TEST(RunOptionsTest, ConfigFileThenEnvironmentThenCommandLine) {
   ASSERT_GE(fd, 0);
   const std::string text =
       "# a comment\n nodes = 4\nspares 2   # two spares\nscheme=rs\nencode async\nkeep\npreload = false\n"
-      "kill-node vn1\nat checkpoint:2\n";
+      "kill-node vn1\nat checkpoint:2\nparity = spread\n";
   ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
   close(fd);
   std::map<std::string, std::string> vars = {{"DLCKPT_CONFIG", path}, {"DLCKPT_SPARES", "3"},
@@ -92,6 +98,7 @@ TEST(RunOptionsTest, ConfigFileThenEnvironmentThenCommandLine) {
   EXPECT_EQ(o->nodes, 5);        // command line over the file
   EXPECT_EQ(o->spares, 3);       // environment over the file
   EXPECT_EQ(o->scheme, "rs");    // the file
+  EXPECT_EQ(o->parity, "spread");
   EXPECT_EQ(o->encode, "async");
   EXPECT_TRUE(o->keep);
   EXPECT_FALSE(o->preload);
@@ -258,8 +265,16 @@ TEST(RunOptionsTest, BadInputIsNamed) {
   EXPECT_NE(msg({"--crash-rank", "x", "--at", "time:1", "--", "a"}).find("--crash-rank"), std::string::npos);
   EXPECT_NE(msg({"--kill-node", "vn1", "--", "a"}).find("without --at"), std::string::npos);
   EXPECT_NE(msg({"--kill-node", "vn1", "--at", "soon", "--", "a"}).find("checkpoint:E"), std::string::npos);
-  EXPECT_NE(msg({"--nodes", "4", "--group-size", "2", "--spares", "1", "--", "a"}).find("cannot give 2 group(s)"),
+  EXPECT_NE(msg({"--nodes", "4", "--group-size", "2", "--spares", "1", "--parity", "spares", "--", "a"})
+                .find("cannot give 2 group(s)"),
             std::string::npos);
+  EXPECT_NE(msg({"--nodes", "2", "--group-size", "1", "--spares", "0", "--", "a"})
+                .find("parity spread over a group needs more than 1 data node(s) per group"),
+            std::string::npos);
+  EXPECT_NE(msg({"--parity", "raid", "--", "a"}).find("--parity: want spares, spread or auto, not 'raid'"),
+            std::string::npos);
+  EXPECT_NE(msg({"--on-spares-exhausted", "halt", "--", "a"}).find("give one"), std::string::npos);
+  EXPECT_NE(msg({"--on-spares-exhausted", "stop", "--", "a"}).find("want continue or halt"), std::string::npos);
   EXPECT_NE(msg({"--scheme", "xor", "--spares-per-group", "2", "--spares", "2", "--", "a"}).find("--scheme rs"),
             std::string::npos);
   EXPECT_NE(msg({"--job", "a.b", "--", "a"}).find("--job"), std::string::npos);

@@ -488,7 +488,7 @@ Status Supervisor::LaunchCodec() {
   job.env = {{"DLCKPT_JOB", o_.job}, {"DLCKPT_EVENTS", events_path_}};
   job.program = {CodecPath(), "--job", o_.job, "--rendezvous", rendezvous_,
                  "--group-size", std::to_string(o_.group_size), "--spares-per-group",
-                 std::to_string(o_.spares_per_group), "--scheme", o_.scheme,
+                 std::to_string(o_.spares_per_group), "--scheme", o_.scheme, "--parity", o_.parity,
                  "--generation", std::to_string(generation_)};
   if (!o_.keep) job.program.push_back("--cleanup-on-shutdown");
   // Virtual nodes share this machine: the service publishes, and so listens on, loopback only.
@@ -715,6 +715,8 @@ Status Supervisor::Recover(RecoveryTimes* t, int* exit_code) {
       codec_->Recover(control::recovery::ToRecoverMessage(*plan), -1, [this] { return WhileWaiting(); }).status());
   t->rebuild = Now() - t1;
   placement_ = plan->placement;
+  t->oversubscribed = !plan->oversubscribed.empty();
+  t->epoch = plan->epoch;
   return Status::OK();
 }
 

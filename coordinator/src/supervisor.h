@@ -64,6 +64,8 @@ class Supervisor {
   struct RecoveryTimes {
     double detection = 0, teardown = 0, survey = 0, rebuild = 0, relaunch = 0;
     std::string what;
+    bool oversubscribed = false;  // lost ranks now run on a survivor (no spare left)
+    uint64_t epoch = 0;           // the epoch restored
   };
   enum class Outcome { kDone, kFailure, kTimeout, kTerminated, kHalt };
 

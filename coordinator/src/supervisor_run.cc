@@ -74,7 +74,7 @@ Supervisor::Step Supervisor::StartJob() {
   Log("job " + o_.job + ": " + std::to_string(o_.nodes) + " data node(s) x " +
       std::to_string(o_.ranks_per_node) + " rank(s), " + std::to_string(o_.spares) + " spare(s), " +
       o_.scheme + " with " + std::to_string(o_.spares_per_group) + " parity per group of " +
-      std::to_string(o_.group_size) + "; run directory " + run_dir_);
+      std::to_string(o_.group_size) + " (parity " + o_.parity + "); run directory " + run_dir_);
   return std::nullopt;
 }
 
@@ -181,6 +181,13 @@ Supervisor::Step Supervisor::RecoverAndRelaunch(RecoveryTimes t) {
     Log("a node failed during the recovery; starting over");
     t.detection += Now() - faults_.last_kill;
     faults_.last_kill = -1;
+  }
+  if (t.oversubscribed && o_.on_spares_exhausted == "halt") {
+    // The lost ranks were rebuilt on a survivor: drain that epoch and stop,
+    // for a --restart-from in a larger allocation (SCR's answer).
+    Log("no spare node left to host the lost ranks, and --on-spares-exhausted halt");
+    if (t.epoch > 0) stats_.last_epoch = t.epoch;
+    return Halt("--on-spares-exhausted halt");
   }
   const double t_launch = Now();
   Status s = LaunchApp();

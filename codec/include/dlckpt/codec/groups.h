@@ -19,6 +19,12 @@
 //   group sizes differ by at most one. Data nodes are taken in order of their
 //   lowest application rank, spares in codec-rank order; spare nodes left over
 //   are standby spares (used to rebuild when a group's own spare is gone).
+// - Parity layout (GroupOptions::parity, dlckpt/control/stripes.h): kSpares
+//   gives every group k spare nodes and fails when there are too few;
+//   kSpread gives no group a spare (every spare node is standby) and spreads
+//   each group's parity over its n data members, which needs n > k; kAuto
+//   gives spares to groups in order while k are left and spreads the parity
+//   of the groups after them. Group::spread says which.
 // - XOR when k == 1, Reed-Solomon otherwise (see Group::scheme()).
 // - A configuration that cannot be met is an EINVAL Status whose message says
 //   why and what to change; nothing aborts.
@@ -27,6 +33,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlckpt/codec/erasure.h"
@@ -40,18 +47,27 @@ struct NodeInfo {
   std::vector<int> app_ranks;  // application ranks (= stores) on the node; empty: spare
 };
 
+enum class ParityMode { kSpares, kSpread, kAuto };
+// "spares", "spread", "auto"; EINVAL naming the value otherwise.
+Result<ParityMode> ParseParityMode(std::string_view text);
+const char* ParityModeName(ParityMode mode);
+
 struct GroupOptions {
   int group_size = 0;        // at most this many data nodes per group (>= 1)
-  int spares_per_group = 1;  // k (>= 1)
+  int spares_per_group = 1;  // k (>= 1): parity chunks per stripe
+  ParityMode parity = ParityMode::kSpares;
 };
 
 struct Group {
   int id = 0;
-  std::vector<NodeInfo> data;    // chunk i
-  std::vector<NodeInfo> spares;  // chunk n + j
+  std::vector<NodeInfo> data;    // chunk i (spares layout); member i (spread)
+  std::vector<NodeInfo> spares;  // chunk n + j; empty when spread
+  bool spread = false;           // parity spread over the data members
+  int spread_k = 0;              // k when spread
   int n() const { return static_cast<int>(data.size()); }
-  int k() const { return static_cast<int>(spares.size()); }
-  Scheme scheme() const { return spares.size() == 1 ? Scheme::kXor : Scheme::kReedSolomon; }
+  int k() const { return spread ? spread_k : static_cast<int>(spares.size()); }
+  Scheme scheme() const { return k() == 1 ? Scheme::kXor : Scheme::kReedSolomon; }
+
   // The group's codec ranks in chunk order (data, then spares).
   std::vector<int> codec_ranks() const;
 };

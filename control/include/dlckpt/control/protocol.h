@@ -158,10 +158,11 @@ struct MemberRecord {
 struct ParityReport {
   std::string name;
   uint32_t group = 0;
-  uint32_t index = 0;     // which parity (0..k-1)
+  uint32_t index = 0;     // which parity: 0..k-1 (spares), the holding member (spread)
   uint32_t k = 0;
   uint32_t ngroups = 0;   // groups in this encoding (all groups' parity = DONE)
   uint8_t scheme = 0;     // 0 = xor, 1 = Reed-Solomon
+  uint8_t layout = 0;     // ParityLayout (dlckpt/control/stripes.h): 0 spares, 1 spread
   uint64_t epoch = 0;
   uint64_t generation = 0;  // distinguishes encodings of one epoch
   bool complete = false;
@@ -192,13 +193,17 @@ struct RebuildTask {
 };
 
 // A group with members to rebuild, as the surviving parity recorded it, and
-// which node gives each chunk of its stripe to the rebuild: sources[i] for
-// data member i (0..n-1), sources[n + j] for parity j; "" for a chunk that is
-// lost or not used. No node gives two chunks, and at least n are given.
+// which node gives each chunk of its stripes to the rebuild (stripes.h).
+// Spares layout, one stripe: sources[i] for data member i (0..n-1),
+// sources[n + j] for parity j. Spread layout, n stripes of n chunks:
+// sources[s * n + c] for chunk c of stripe s (data chunks 0..n-k-1, then
+// parity). "" for a chunk that is lost or not used. No node gives two chunks
+// of one stripe, and every stripe with a chunk to rebuild has enough.
 struct RebuildGroup {
   uint32_t group = 0;
   uint8_t scheme = 0;  // 0 = xor, 1 = Reed-Solomon
   uint32_t k = 0;
+  uint8_t layout = 0;  // ParityLayout: 0 spares, 1 spread
   std::vector<MemberRecord> members;
   std::vector<std::string> sources;
 };

@@ -32,9 +32,16 @@
 //  - Targets: the member's own node when it is alive (a damaged store);
 //    otherwise live nodes without ranks: first those holding no parity of
 //    the chosen encoding, then those holding no chunk of the lost member's
-//    group, then the rest. After the plan a group tolerates (nodes holding
+//    group, then the rest. When none is left (and Input::oversubscribe), a
+//    live node running ranks: one holding no chunk of the member's group
+//    first, then the one running the fewest ranks (Plan::oversubscribed).
+//    After the plan a group tolerates, in its worst stripe, (nodes holding
 //    one of its chunks) - n more lost nodes until the next encode; groups
 //    below their k are listed in Plan::degraded and in the summary.
+//  - Layouts (dlckpt/control/stripes.h): a spares group is one stripe; a
+//    spread group is n stripes whose parity lives on the members, each
+//    recoverable on its own. A lost node may take a data chunk of one group
+//    and parity chunks of others at once.
 #ifndef DLCKPT_CONTROL_RECOVERY_H_
 #define DLCKPT_CONTROL_RECOVERY_H_
 
@@ -54,6 +61,9 @@ struct Input {
   std::set<std::string> dead_nodes;       // known lost
   std::map<int32_t, std::string> placement;  // rank -> node before the failure
   std::vector<std::string> free_nodes;    // live nodes without ranks, in preference order
+  // With no free node left, a live node running ranks may host lost ones
+  // too (oversubscribed); false: such a recovery is ENOTRECOVERABLE.
+  bool oversubscribe = true;
 };
 
 struct Plan {
@@ -73,6 +83,7 @@ struct Plan {
     std::string chunks;   // where its chunks live after the plan, e.g. "d0@vn0 d2,p0@vn4"
   };
   std::vector<Degraded> degraded;                 // groups below their k after the plan
+  std::vector<std::string> oversubscribed;        // running ranks they did not run before
   std::string damage;  // stores whose epochs failed verification; parity the survey left out
   std::string summary;                            // one line for humans
 };

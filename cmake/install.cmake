@@ -7,8 +7,9 @@
 # own CMakeLists.txt files hold none.
 #
 # Layout (GNUInstallDirs; LIBDIR is usually `lib`):
-#   bin/                    dlckpt-* tools, the dlckpt-cc/-cxx/-f90 compiler
-#                           wrappers and the *-dlckpt demo applications
+#   bin/                    dlckpt-* tools (dlckpt-ior among them), the
+#                           dlckpt-cc/-cxx/-f90 compiler wrappers and the
+#                           *-dlckpt demo applications
 #   LIBDIR/                 libdlckpt_api.a and the static archives it needs,
 #                           libdlckpt_intercept.a, libdlckpt_api.so,
 #                           libdlckpt_preload.so, libdlckpt_scr.so
@@ -20,6 +21,7 @@
 #                           (SCR's Fortran include file)
 #   share/dlckpt/           dlckpt.flags (mpicc @file recipe for this prefix),
 #                           demo.sh
+#   share/man/man1/         a man page per tool and compiler wrapper (help2man)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -144,8 +146,10 @@ endif()
 
 # --- Tools and demo applications.
 set(_dlckpt_programs "")
+# dlckpt-ior (bench/ior, built with DLCKPT_BUILD_BENCH): IOR's command line
+# and output, the tool bench/README.md compares file systems with.
 foreach(t dlckpt-run dlckpt-codec dlckpt-store dlckpt-plan dlckpt-heartbeat dlckpt-fuse dlckpt-ctl
-          heat2d-dlckpt sppm-mini-dlckpt sweep3d-mini-dlckpt)
+          dlckpt-ior heat2d-dlckpt sppm-mini-dlckpt sweep3d-mini-dlckpt)
   if(TARGET ${t})
     list(APPEND _dlckpt_programs ${t})
   endif()
@@ -163,7 +167,8 @@ set(_dlckpt_man_names
   "dlckpt-plan=choose spares per group and the checkpoint interval for a machine"
   "dlckpt-heartbeat=send or watch dlckpt's node heartbeats"
   "dlckpt-fuse=mount a memfs checkpoint store with FUSE"
-  "dlckpt-ctl=checkpoint and control dlckpt-fuse mounts")
+  "dlckpt-ctl=checkpoint and control dlckpt-fuse mounts"
+  "dlckpt-ior=an MPI I/O benchmark with IOR's command line and output, for /dlckpt and other file systems")
 if(DLCKPT_HELP2MAN)
   set(_dlckpt_man_dir ${PROJECT_BINARY_DIR}/man/man1)
   set(_dlckpt_mans "")
@@ -180,6 +185,25 @@ if(DLCKPT_HELP2MAN)
         VERBATIM)
       list(APPEND _dlckpt_mans ${_dlckpt_man_dir}/${tool}.1)
     endif()
+  endforeach()
+  # The compiler wrappers (configured below; dlckpt-cxx and dlckpt-f90 are
+  # links to dlckpt-cc in the build tree, which takes its name from $0). Their
+  # --version goes on to the compiler's, whose copyright is not ours: the man
+  # page gets dlckpt's version line alone.
+  foreach(entry "dlckpt-cc=compile and link an MPI C program with dlckpt (mpicc wrapper)"
+                "dlckpt-cxx=compile and link an MPI C++ program with dlckpt (mpicxx wrapper)"
+                "dlckpt-f90=compile and link an MPI Fortran program with dlckpt (mpif90 wrapper)")
+    string(REGEX REPLACE "=.*" "" tool "${entry}")
+    string(REGEX REPLACE "^[^=]*=" "" what "${entry}")
+    add_custom_command(OUTPUT ${_dlckpt_man_dir}/${tool}.1
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${_dlckpt_man_dir}
+      COMMAND ${DLCKPT_HELP2MAN} --no-info --section=1 --source=dlckpt
+              --version-string=${tool}\ ${PROJECT_VERSION}
+              --name=${what} --output=${_dlckpt_man_dir}/${tool}.1 ${PROJECT_BINARY_DIR}/wrappers/${tool}
+      DEPENDS ${PROJECT_BINARY_DIR}/wrappers/dlckpt-cc ${CMAKE_CURRENT_LIST_DIR}/dlckpt-cc.in
+      COMMENT "man page of ${tool}"
+      VERBATIM)
+    list(APPEND _dlckpt_mans ${_dlckpt_man_dir}/${tool}.1)
   endforeach()
   add_custom_target(dlckpt_man_pages ALL DEPENDS ${_dlckpt_mans})
   install(FILES ${_dlckpt_mans} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
@@ -214,7 +238,12 @@ install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt.pc ${PROJECT_BINARY_DIR}/pk
 
 # Compiler wrappers dlckpt-cc / dlckpt-cxx / dlckpt-f90 (relocatable: they
 # find the prefix from their own path) around mpicc / mpicxx / mpif90.
-configure_file(${CMAKE_CURRENT_LIST_DIR}/dlckpt-cc.in ${PROJECT_BINARY_DIR}/wrappers/dlckpt-cc @ONLY)
+# Executable in the build tree too: help2man runs it for the man pages.
+configure_file(${CMAKE_CURRENT_LIST_DIR}/dlckpt-cc.in ${PROJECT_BINARY_DIR}/wrappers/dlckpt-cc @ONLY
+  FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+foreach(w dlckpt-cxx dlckpt-f90)
+  file(CREATE_LINK dlckpt-cc ${PROJECT_BINARY_DIR}/wrappers/${w} SYMBOLIC)
+endforeach()
 foreach(w dlckpt-cc dlckpt-cxx dlckpt-f90)
   install(PROGRAMS ${PROJECT_BINARY_DIR}/wrappers/dlckpt-cc DESTINATION ${CMAKE_INSTALL_BINDIR}
           RENAME ${w})
@@ -222,7 +251,10 @@ endforeach()
 
 # share/dlckpt/dlckpt.flags: the same recipe as one GCC @file, for this
 # prefix, written at install time (so `--prefix P` and CPack's /usr both get
-# their own paths, never the build tree's).
+# their own paths, never the build tree's). GCC reads the paths of an @file
+# as they stand, relative to the compiler's working directory, so the file
+# cannot follow a moved prefix: `P/bin/dlckpt-cc --flags` prints the recipe
+# for wherever P is now (and notes a stale dlckpt.flags).
 set(_flags_text "-I\${prefix}/${CMAKE_INSTALL_INCLUDEDIR} ${DLCKPT_STATIC_HEAD}${DLCKPT_STATIC_LIBS} ${DLCKPT_STATIC_TAIL}")
 string(REPLACE "\${libdir}" "\${prefix}/${CMAKE_INSTALL_LIBDIR}" _flags_text "${_flags_text}")
 install(CODE "

@@ -294,13 +294,13 @@ void WarnStoreOnce(const Status& s) {
 
 }  // namespace
 
-int AttachLocked(bool create) {
+int AttachLocked(bool create, bool quiet) {
   Process& p = P();
   if (p.shutdown) return EIO;
   InternalScope in;
   auto cfg = ResolveConfig();
   if (!cfg.ok()) {
-    WarnStoreOnce(cfg.status());
+    if (!quiet) WarnStoreOnce(cfg.status());
     return cfg.status().code();
   }
   auto store = memfs::Store::Attach(cfg->name, memfs::AttachMode::kOwner);
@@ -312,7 +312,7 @@ int AttachLocked(bool create) {
     }
   }
   if (!store.ok()) {
-    WarnStoreOnce(store.status());
+    if (!quiet) WarnStoreOnce(store.status());
     return store.status().code();
   }
   p.store = std::move(store).value().release();
@@ -685,6 +685,18 @@ void dlckpt_ic_before_exec(int final) {
 }
 
 void dlckpt_ic_before_spawn(void) { ReleaseBeforeChild(); }
+
+void dlckpt_ic_store_early(void) {
+  if (Disabled() || InInternal() || !dlckpt::EnvSwitchOn("DLCKPT_STORE_EARLY")) return;
+  int saved_errno = errno;
+  {
+    InternalScope in;
+    Process& p = P();
+    std::unique_lock<std::shared_mutex> ex(p.store_mu);
+    if (p.store == nullptr && !p.shutdown) (void)AttachLocked(true, /*quiet=*/true);
+  }
+  errno = saved_errno;
+}
 
 void dlckpt_ic_disable(const char* why) {
   if (!g_disabled.exchange(true) && why != nullptr) Warn(why);

@@ -216,7 +216,8 @@ struct Resolved {
 // The store name and creation options under Configure() and the environment.
 Result<Resolved> ResolveConfig();
 // Attach (or create) / destroy the process store; store_mu held exclusively.
-int AttachLocked(bool create);
+// A failure is reported once on stderr unless `quiet`.
+int AttachLocked(bool create, bool quiet = false);
 void DestroyStoreLocked();
 
 // Streams (stdio.cc).

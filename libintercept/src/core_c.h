@@ -156,6 +156,18 @@ void dlckpt_ic_before_exec(int final);
  * running fork handlers): detaches the store if this process attached it only for
  * metadata, so the child may own it (core.h, Process::pinned). */
 void dlckpt_ic_before_spawn(void);
+/* After the application's MPI_Init / MPI_Init_thread succeeded (the preload
+ * library interposes both): attaches the process store, creating it (and
+ * pre-touching its pages, memfs's DLCKPT_PRETOUCH) if it does not exist, so
+ * that this cost is not paid inside the application's first timed open
+ * (issue 36: 0.29 s for 256 MiB in IOR's first iteration). The store is
+ * attached as by a metadata call: not pinned, so a child started before the
+ * first memfs open may still take it. Does nothing when the core is
+ * disabled, when a store is attached, or when $DLCKPT_STORE_EARLY is 0, off,
+ * no or false. Never fails the caller: a store that cannot be made now
+ * (EBUSY, no space) is left, silently, to the first call under the prefix,
+ * which reports it as before. Leaves errno as it was. */
+void dlckpt_ic_store_early(void);
 /* Turns the core off for good (every call then passes to the OS), printing
  * `why` on stderr once. Used by the preload library when the executable
  * already carries the static wrappers. */

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "core_c.h"
@@ -88,12 +89,55 @@ TEST_F(MetadataTest, StatfsWithoutStoreReportsConfiguredGeometryAndCreatesNothin
   EXPECT_EQ(sf.f_blocks, 64u);
   EXPECT_EQ(sf.f_files, sv.f_files);
   EXPECT_FALSE(StoreExists());
-  // Missing paths are ENOENT; paths outside the prefixes are the OS's.
-  ASSERT_EQ(dlckpt_ic_statvfs(-1, "/dlckpt/missing", &sv, &r), 1);
-  EXPECT_EQ(r, -1);
-  EXPECT_EQ(errno, ENOENT);
+  // A path that does not exist yet answers too (a file can be created there
+  // without its parents), and creates nothing; paths outside the prefixes
+  // are the OS's.
+  sv = {};
+  ASSERT_EQ(dlckpt_ic_statvfs(-1, "/dlckpt/missing/dir", &sv, &r), 1);
+  EXPECT_EQ(r, 0);
+  EXPECT_EQ(sv.f_blocks, 64u);
   EXPECT_EQ(dlckpt_ic_statvfs(-1, "/tmp", &sv, &r), 0);
   EXPECT_FALSE(StoreExists());
+}
+
+// Issue 36: IOR and mdtest statfs their test directory (/dlckpt/ior) before
+// its first file exists; that must answer from the store, and fail only
+// where a real file system would.
+TEST_F(MetadataTest, StatfsOnPathsThatDoNotExistYetAnswersFromTheStore) {
+  Config();
+  int fd = Open("/dlckpt/other/file", O_CREAT | O_WRONLY);
+  ASSERT_GE(fd, 0);
+  std::string data(100 << 10, 'y');  // 2 blocks
+  ssize_t w;
+  ASSERT_EQ(dlckpt_ic_write(fd, data.data(), data.size(), &w), 1);
+  EXPECT_EQ(Close(fd), 0);
+  int r = -1;
+  for (const char* p : {"/dlckpt/ior", "/dlckpt/ior/", "/dlckpt/ior/testFile", "/dlckpt/a/b/c"}) {
+    struct statvfs sv{};
+    ASSERT_EQ(dlckpt_ic_statvfs(-1, p, &sv, &r), 1) << p;
+    EXPECT_EQ(r, 0) << p << ": " << std::strerror(errno);
+    EXPECT_EQ(sv.f_blocks, 64u) << p;
+    EXPECT_EQ(sv.f_bfree, 64u - 2u) << p;
+    struct statfs sf{};
+    ASSERT_EQ(dlckpt_ic_statfs(-1, p, &sf, &r), 1) << p;
+    EXPECT_EQ(r, 0) << p;
+    EXPECT_EQ(sf.f_type, 0x646c636b) << p;
+  }
+  // Statfs created nothing: /dlckpt/ior is still absent.
+  struct stat st;
+  ASSERT_EQ(dlckpt_ic_stat(AT_FDCWD, "/dlckpt/ior", &st, 0, &r), 1);
+  EXPECT_EQ(r, -1);
+  EXPECT_EQ(errno, ENOENT);
+  // Below a regular file: ENOTDIR, as on a real file system.
+  struct statvfs sv;
+  ASSERT_EQ(dlckpt_ic_statvfs(-1, "/dlckpt/other/file/x", &sv, &r), 1);
+  EXPECT_EQ(r, -1);
+  EXPECT_EQ(errno, ENOTDIR);
+  // A path no memfs file can have.
+  std::string long_path = "/dlckpt/" + std::string(memfs::kMaxPath, 'n');
+  ASSERT_EQ(dlckpt_ic_statvfs(-1, long_path.c_str(), &sv, &r), 1);
+  EXPECT_EQ(r, -1);
+  EXPECT_EQ(errno, ENAMETOOLONG);
 }
 
 TEST_F(MetadataTest, StatfsReportsTheStoresUsageForPathsAndDescriptors) {

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -722,6 +723,85 @@ __attribute__((destructor(101))) static void dlckpt_wrap_fini(void) { dlckpt_ic_
 #else
 
 int __cxa_atexit(void (*fn)(void*), void* arg, void* dso);
+
+/* ---- MPI_Init: the store is made before the application's first I/O ----
+ *
+ * Only the preload library has these: an unmodified MPI program (IOR,
+ * mdtest) never calls dlckpt_init, so without them its store was created and
+ * pre-touched inside its first open, which IOR times (issue 36). A relinked
+ * program calls dlckpt_init, which makes the store. MPI_Init and
+ * MPI_Init_thread have had these signatures in every MPI standard; mpi.h is
+ * not needed. Fortran's MPI_INIT reaches them too (MPICH's mpi_init_ calls
+ * MPI_Init). After the MPI library returned MPI_SUCCESS (0), the core
+ * attaches or creates the store (dlckpt_ic_store_early; DLCKPT_STORE_EARLY=0
+ * turns it off); the MPI library's result is returned unchanged. */
+int MPI_Init(int* argc, char*** argv);
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided);
+
+/* The MPI library's `name`. RTLD_NEXT finds it when the MPI library is in
+ * the global scope (linked by the executable, or dlopen'ed RTLD_GLOBAL).
+ * A module loaded RTLD_LOCAL that links MPI (a Python extension) binds its
+ * MPI_Init to this library too, while its MPI library is visible only in its
+ * own scope: then every loaded object is asked for it (through a handle,
+ * which searches the object's dependencies), skipping this library's own
+ * `self`. The names are collected first and opened after dl_iterate_phdr
+ * returned, since dlopen must not run under the loader lock it holds. */
+struct dlckpt_objects {
+  const char* names[1024];
+  size_t count;
+};
+static int dlckpt_collect_object(struct dl_phdr_info* info, size_t size, void* data) {
+  struct dlckpt_objects* o = (struct dlckpt_objects*)data;
+  (void)size;
+  if (info->dlpi_name != NULL && info->dlpi_name[0] != '\0' &&
+      o->count < sizeof o->names / sizeof o->names[0]) {
+    o->names[o->count++] = info->dlpi_name;
+  }
+  return 0;
+}
+static void* dlckpt_resolve_mpi(const char* name, void* self) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (p != NULL && p != self) return p;
+  static struct dlckpt_objects objects; /* large for a stack; MPI_Init runs once */
+  objects.count = 0;
+  dl_iterate_phdr(dlckpt_collect_object, &objects);
+  for (size_t i = 0; i < objects.count; ++i) {
+    void* h = dlopen(objects.names[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (h == NULL) continue;
+    p = dlsym(h, name);
+    dlclose(h);
+    if (p != NULL && p != self) return p;
+  }
+  static const char msg[] = "dlckpt: libdlckpt_preload.so: no MPI library defines ";
+  (void)!write(2, msg, sizeof msg - 1);
+  (void)!write(2, name, strlen(name));
+  (void)!write(2, "\n", 1);
+  abort();
+}
+
+int MPI_Init(int* argc, char*** argv) {
+  static __typeof__(&MPI_Init) real;
+  __typeof__(&MPI_Init) f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+  if (f == NULL) {
+    f = (__typeof__(&MPI_Init))dlckpt_resolve_mpi("MPI_Init", (void*)&MPI_Init);
+    __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+  }
+  int rc = f(argc, argv);
+  if (rc == 0) dlckpt_ic_store_early();
+  return rc;
+}
+
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  static __typeof__(&MPI_Init_thread) real;
+  __typeof__(&MPI_Init_thread) f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+  if (f == NULL) {
+    f = (__typeof__(&MPI_Init_thread))dlckpt_resolve_mpi("MPI_Init_thread", (void*)&MPI_Init_thread);
+    __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+  }
+  int rc = f(argc, argv, required, provided);
+  if (rc == 0) dlckpt_ic_store_early();
+  return rc;
+}
 
 static void dlckpt_preload_exit(void* unused) {
   (void)unused;

@@ -2,12 +2,21 @@
 // these structures on x86-64) on memfs paths and descriptors: the store's
 // capacity, free blocks and file table, the numbers dlckpt-fuse reports.
 //
-// Contract. A path must exist in memfs (ENOENT otherwise; the prefixes always
-// do). An existing store is attached (and stays attached, as for stat); a
-// store that does not exist yet is NOT created: the answer is then the
-// geometry a store would be created with (DLCKPT_STORE_CAPACITY,
-// DLCKPT_BLOCK_SIZE, DLCKPT_MAX_FILES or Configure()), all of it free. EBUSY
-// when another live process owns the store, as for every other memfs call.
+// Contract. Every path under a prefix answers, whether or not it exists yet:
+// a file can be created anywhere below a prefix without creating its parents
+// (a directory that only has files below it exists implicitly), so a path
+// that does not exist yet -- IOR's and mdtest's test directory before their
+// first file, /dlckpt/ior -- lies on the store as surely as one that does,
+// and IOR, mdtest and `stat -f` must not fail there ("Backend returned error
+// during statfs"). A path fails only where a real file system would fail it
+// too: ENOTDIR when one of its ancestors is a regular memfs file,
+// ENAMETOOLONG when it is longer than a memfs path can be (memfs::kMaxPath
+// bytes, so it can never exist). An existing store is attached (and stays
+// attached, as for stat); a store that does not exist yet is NOT created:
+// the answer is then the geometry a store would be created with
+// (DLCKPT_STORE_CAPACITY, DLCKPT_BLOCK_SIZE, DLCKPT_MAX_FILES or
+// Configure()), all of it free. EBUSY when another live process owns the
+// store, as for every other memfs call.
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 
@@ -103,12 +112,15 @@ int FsStats(int fd, const char* path, Buf* buf, int* out) {
     err = ref.Acquire(true, false);
     if (err == ENOENT) err = 0;  // no store yet: the configured geometry
     if (err != 0) return -1;
-    Entry ent;
-    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
-    if (ent.type == Entry::Type::kNone) {
-      err = ENOENT;
+    if (p.size() > memfs::kMaxPath) {
+      err = ENAMETOOLONG;
       return -1;
     }
+    Entry ent;
+    if ((err = Lookup(ref.store(), p, &ent)) != 0) return -1;
+    // A path that does not exist yet answers for the store it would be
+    // created in, unless an ancestor is a file (see the contract above).
+    if (ent.type == Entry::Type::kNone && (err = CheckParents(ref.store(), p)) != 0) return -1;
     FsNumbers n;
     if ((err = Numbers(ref.store(), &n)) != 0) return -1;
     Fill(n, buf);

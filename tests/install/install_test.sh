@@ -14,6 +14,7 @@ libdir=$(dirname "$(ls lib*/cmake/dlckpt/dlckptConfig.cmake lib/*/cmake/dlckpt/d
 libdir=${libdir%/cmake/dlckpt}
 [ -n "$libdir" ] || fail "no dlckptConfig.cmake"
 for f in bin/dlckpt-run bin/dlckpt-codec bin/dlckpt-store bin/dlckpt-plan bin/dlckpt-cc bin/dlckpt-f90 \
+         bin/dlckpt-cxx bin/dlckpt-ior \
          bin/sppm-mini-dlckpt share/dlckpt/demo.sh share/dlckpt/dlckpt.flags \
          "$libdir"/cmake/dlckpt/dlckptConfigVersion.cmake "$libdir"/cmake/dlckpt/dlckptTargets.cmake \
          "$libdir"/pkgconfig/dlckpt.pc "$libdir"/pkgconfig/dlckpt-scr.pc \
@@ -35,6 +36,8 @@ grep -q -- "--whole-archive $prefix/$libdir/libdlckpt_intercept.a" share/dlckpt/
 # Installed tools find their libraries through the install RPATH.
 readelf -d bin/dlckpt-run | grep 'R.*PATH.*\$ORIGIN/\.\./'"$libdir" >/dev/null || fail "dlckpt-run has no install RPATH"
 bin/dlckpt-run --version | grep "dlckpt-run" >/dev/null || fail "the installed dlckpt-run does not run"
+# dlckpt-ior (issue 36): installed, and it runs from the prefix.
+bin/dlckpt-ior --version | grep "^dlckpt-ior " >/dev/null || fail "the installed dlckpt-ior does not run"
 # The shared API exports its whole C API; the SCR library only SCR's names.
 for s in dlckpt_init dlckpt_checkpoint dlckpt_restarted_epoch dlckpt_finalize dlckpt_last_error \
          dlckpt_set_encode_mode dlckpt_checkpoint_wait dlckpt_protected_epoch; do
@@ -49,9 +52,16 @@ PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" pkg-config --exists 'dlckpt >= 0.1' 
 # the build found it).
 [ -f include/dlckpt.mod ] || fail "the Fortran module dlckpt.mod is not installed"
 if command -v help2man >/dev/null; then
-  for t in dlckpt-run dlckpt-store dlckpt-plan dlckpt-fuse dlckpt-ctl dlckpt-codec; do
+  for t in dlckpt-run dlckpt-store dlckpt-plan dlckpt-fuse dlckpt-ctl dlckpt-codec dlckpt-ior \
+           dlckpt-cc dlckpt-cxx dlckpt-f90; do
     grep -q '^\.TH "\?'"$(echo $t | tr a-z A-Z)" share/man/man1/$t.1 2>/dev/null || fail "no man page for $t"
   done
   grep -q 'encode.* sync|async' share/man/man1/dlckpt-run.1 || fail "dlckpt-run.1 lacks the options"
+  # The wrappers' pages document their own options, and no compiler's copyright.
+  for t in dlckpt-cc dlckpt-cxx dlckpt-f90; do
+    grep -q -- '--flags' share/man/man1/$t.1 || fail "$t.1 lacks --flags"
+    ! grep -qi 'Free Software Foundation' share/man/man1/$t.1 || fail "$t.1 carries the compiler's copyright"
+  done
+  grep -q -- 'transfer' share/man/man1/dlckpt-ior.1 || fail "dlckpt-ior.1 lacks the options"
 fi
 echo "install_test: ok ($prefix, libdir $libdir)"

@@ -26,7 +26,12 @@ export DLCKPT_STORE_CAPACITY=32M DLCKPT_BLOCK_SIZE=64K
 [ "$(p stat -f -c '%S %b %f %c %d' /dlckpt)" = "65536 512 512 1024 1024" ] ||
   fail "stat -f before a store: $(p stat -f -c '%S %b %f %c %d' /dlckpt 2>&1)"
 [ "$(stores)" = 0 ] || fail "stat -f created a store"
-p stat -f /dlckpt/missing > /dev/null 2>&1 && fail "stat -f of a missing path succeeded"
+# A directory that does not exist yet (IOR's /dlckpt/ior before its first
+# file; issue 36) lies on the store too: statfs answers, and creates nothing.
+[ "$(p stat -f -c '%S %b' /dlckpt/ior)" = "65536 512" ] ||
+  fail "stat -f of a directory before its first file: $(p stat -f -c '%S %b' /dlckpt/ior 2>&1)"
+p python3 -c 'import os; os.statvfs("/dlckpt/ior/sub")' || fail "statvfs of /dlckpt/ior/sub before it exists"
+[ "$(stores)" = 0 ] || fail "stat -f of a missing path created a store"
 # statvfs (what IOR calls) and fstatvfs of a memfs descriptor, from the store.
 p python3 - <<'EOF' || fail "statvfs/fstatvfs"
 import os
@@ -42,6 +47,10 @@ assert a.f_files == 1024 and a.f_ffree == 1024 - 2, a  # /dlckpt/v and its file
 assert (b.f_bfree, b.f_ffree) == (a.f_bfree, a.f_ffree), (a, b)
 EOF
 [ "$(p stat -f -c '%f %d' /dlckpt)" = "509 1022" ] || fail "stat -f after writes: $(p stat -f -c '%f %d' /dlckpt)"
+# With the store: a missing directory answers from it; below a file is ENOTDIR.
+[ "$(p stat -f -c '%f %d' /dlckpt/ior)" = "509 1022" ] || fail "stat -f /dlckpt/ior with a store: $(p stat -f /dlckpt/ior 2>&1)"
+p stat -f /dlckpt/v/data/x > "$tmp/out" 2>&1 && fail "stat -f below a regular file succeeded"
+grep -q "Not a directory" "$tmp/out" || fail "stat -f below a file: $(cat "$tmp/out")"
 rm -f /dev/shm/dlckpt."$job".*
 
 # The file table: 2048 entries by default for 64M (more than the old 1024).

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# deb_test.sh BUILD_DIR WORK — the .deb (cpack -G DEB, the same install rules
+# as `cmake --install`) carries what issue 36 added: dlckpt-ior, the compiler
+# wrappers and their man pages, dlckpt-ior's man page; and its dlckpt.flags
+# names /usr. Packages into WORK (removed at the end).
+set -euo pipefail
+build=$1 work=$2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+rm -rf "$work"
+mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+(cd "$build" && cpack -G DEB -B "$work" > "$work/cpack.log" 2>&1) || fail "cpack: $(tail -5 "$work/cpack.log")"
+deb=$(ls "$work"/dlckpt_*.deb)
+dpkg-deb -c "$deb" > "$work/list"
+for f in usr/bin/dlckpt-ior usr/bin/dlckpt-cc usr/bin/dlckpt-cxx usr/bin/dlckpt-f90 usr/share/dlckpt/dlckpt.flags; do
+  grep -q " \./$f\$" "$work/list" || fail "$f is not in $deb"
+done
+if command -v help2man > /dev/null; then
+  for t in dlckpt-ior dlckpt-cc dlckpt-cxx dlckpt-f90; do
+    grep -q " \./usr/share/man/man1/$t\.1" "$work/list" || fail "the man page of $t is not in $deb"
+  done
+fi
+dpkg-deb -x "$deb" "$work/root"
+grep -qF -- "--whole-archive /usr/lib" "$work/root/usr/share/dlckpt/dlckpt.flags" ||
+  fail "the package's dlckpt.flags does not name /usr: $(cat "$work/root/usr/share/dlckpt/dlckpt.flags")"
+echo "deb_test: ok ($(basename "$deb"))"

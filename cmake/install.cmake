@@ -12,10 +12,12 @@
 #                           *-dlckpt demo applications
 #   LIBDIR/                 libdlckpt_api.a and the static archives it needs,
 #                           libdlckpt_intercept.a, libdlckpt_api.so,
-#                           libdlckpt_preload.so, libdlckpt_scr.so
+#                           libdlckpt_preload.so, libdlckpt_scr.so and
+#                           its SCR names libscr.so, libscrf.so (links)
 #   LIBDIR/cmake/dlckpt/    dlckptConfig.cmake, dlckptConfigVersion.cmake,
 #                           dlckptTargets*.cmake
-#   LIBDIR/pkgconfig/       dlckpt.pc (API + static wrappers), dlckpt-scr.pc
+#   LIBDIR/pkgconfig/       dlckpt.pc (API + static wrappers), dlckpt-scr.pc,
+#                           scr.pc (the same under SCR's name, -lscr)
 #   include/dlckpt/...      public headers (dlckpt/dlckpt.h, the modules'
 #                           dlckpt/<module>/*.h), include/scr.h, include/scrf.h
 #                           (SCR's Fortran include file)
@@ -233,8 +235,23 @@ file(RELATIVE_PATH DLCKPT_PC_TO_PREFIX
 string(REGEX REPLACE "/$" "" DLCKPT_PC_TO_PREFIX "${DLCKPT_PC_TO_PREFIX}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/dlckpt.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt.pc @ONLY)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/dlckpt-scr.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt-scr.pc @ONLY)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/scr.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/scr.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt.pc ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt-scr.pc
+              ${PROJECT_BINARY_DIR}/pkgconfig/scr.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# SCR's library names, so that an SCR makefile's -lscr -lscrf links
+# libdlckpt_scr unchanged: libscr.so and libscrf.so, relative symbolic links
+# to libdlckpt_scr.so (the Fortran binding is in the same library).
+if(TARGET dlckpt_scr)
+  install(CODE "
+    set(_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}\")
+    foreach(_name libscr.so libscrf.so)
+      file(CREATE_LINK libdlckpt_scr.so \"\${_dir}/\${_name}\" SYMBOLIC)
+      message(STATUS \"Installing: \${_dir}/\${_name} -> libdlckpt_scr.so\")
+    endforeach()
+  ")
+endif()
 
 # Compiler wrappers dlckpt-cc / dlckpt-cxx / dlckpt-f90 (relocatable: they
 # find the prefix from their own path) around mpicc / mpicxx / mpif90.

@@ -342,6 +342,8 @@ Status Supervisor::Setup() {
   events_path_ = run_dir_ + "/events";
   codec_log_ = run_dir_ + "/codec.log";
   unlink(events_path_.c_str());
+  unlink(HaltFile().c_str());
+  unlink((HaltFile() + ".watched").c_str());
   follower_ = std::make_unique<events::Follower>(events_path_);
   if (o_.hosts == std::vector<std::string>{"slurm"}) {
     DLCKPT_ASSIGN_OR_RETURN(o_.hosts, SlurmAllocationHosts());
@@ -575,6 +577,8 @@ Status Supervisor::LaunchApp() {
              {"DLCKPT_RENDEZVOUS", rendezvous_},
              {"DLCKPT_EVENTS", events_path_},
              {"DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)}};
+  // Created on a halt, for SCR_Should_exit (scr/README.md; HaltDrain).
+  job.env.emplace_back("DLCKPT_HALT_FILE", HaltFile());
   if (!o_.compress.empty()) job.env.emplace_back("DLCKPT_COMPRESS", o_.compress);
   job.env.emplace_back("DLCKPT_ENCODE", o_.encode);
   // Stores holding a checkpoint are resumed by a relaunch after a recovery

@@ -152,6 +152,11 @@ class Supervisor {
   // holds (virtual nodes), and says where it went. True if a complete
   // drained epoch exists afterwards.
   bool HaltDrain(const std::string& why);
+  // $DLCKPT_HALT_FILE of the application: created when a halt is asked. If
+  // the application created HaltFile() + ".watched" (the SCR layer's
+  // SCR_Init does), HaltDrain first waits up to --term-grace for it to end on
+  // its own (SCR_Should_exit said 1), then stops it as before.
+  std::string HaltFile() const { return run_dir_ + "/halt"; }
   int Halt(const std::string& why);
   void Log(const std::string& msg) const;
   double Now() const;

@@ -3,6 +3,7 @@
 // events, the restart from a drained epoch after a failure parity cannot
 // cover or with --restart-from, and the halt. Thread safety: the
 // supervisor's thread only.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -172,6 +173,21 @@ Status Supervisor::PrepareRestartFrom() {
 }
 
 bool Supervisor::HaltDrain(const std::string& why) {
+  // Tell the application (SCR_Should_exit); one that watches gets --term-grace
+  // to reach its next checkpoint and end.
+  if (int fd = open(HaltFile().c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600); fd >= 0) close(fd);
+  if (app_pid_ > 0 && access((HaltFile() + ".watched").c_str(), F_OK) == 0) {
+    const int allowed = TerminationSignals();
+    for (const double t0 = Now(); Now() - t0 < o_.term_grace && TerminationSignals() <= allowed;) {
+      if (Reap(app_pid_, nullptr)) {
+        app_pid_ = -1;
+        Log(why + ": the application ended on its own (SCR_Should_exit)");
+        break;
+      }
+      struct timespec ts{0, 20 * 1000 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
   if (o_.persist.empty()) {
     halt_note_ = "halted by " + why + " without --persist: nothing drained";
     return false;

@@ -472,6 +472,7 @@ DrainedEpoch Inspect(Env* env, const File& job, const std::string& name) {
   } else {
     de.state = EpochState::kComplete;
     de.ranks = m->ranks;
+    if (mst.ok()) de.time = static_cast<int64_t>(mst->st_mtim.tv_sec);
     for (const auto& f : m->files) {
       if (S_ISDIR(f.mode)) continue;
       ++de.files;
@@ -550,6 +551,34 @@ Status VerifyEpoch(const std::string& epoch_dir, const std::function<void(uint64
     if (progress) progress(done, total);
   }
   return Status::OK();
+}
+
+Result<std::string> ReadDrainedFile(const std::string& epoch_dir, int rank, const std::string& path,
+                                    size_t max_bytes, Env* env) {
+  env = Or(env);
+  DLCKPT_ASSIGN_OR_RETURN(File edir, OpenEpoch(env, epoch_dir));
+  DLCKPT_ASSIGN_OR_RETURN(Manifest m, ReadManifestAt(env, edir));
+  const ManifestFile* found = nullptr;
+  for (const auto& f : m.files) {
+    if (f.rank == rank && f.path == path && !S_ISDIR(f.mode)) found = &f;
+  }
+  if (found == nullptr) {
+    return Status::NotFound("drained epoch " + epoch_dir + " holds no file " + path + " of rank " +
+                            std::to_string(rank));
+  }
+  if (found->size > max_bytes) {
+    return Status::Error(EFBIG, "drained file " + DataPath(epoch_dir, rank, path) + " has " +
+                                    std::to_string(found->size) + " bytes, more than the " +
+                                    std::to_string(max_bytes) + " expected");
+  }
+  DirTree tree(env, std::move(edir));
+  std::string out;
+  out.reserve(static_cast<size_t>(found->size));
+  DLCKPT_RETURN_IF_ERROR(ReadChecked(env, tree, *found, [&](const uint8_t* p, size_t n) {
+    out.append(reinterpret_cast<const char*>(p), n);
+    return Status::OK();
+  }));
+  return out;
 }
 
 Result<std::string> FindJobDir(const std::string& dir, const std::string& job) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -394,6 +395,34 @@ TEST_F(PersistTest, AMissingPersistDirIsCreatedPrivate) {
   ASSERT_TRUE(PrepareJobDir(job_dir_).ok());
   EXPECT_EQ(ModeOf(dir_ + "/new"), 0700u);
   EXPECT_EQ(ModeOf(job_dir_), 0700u);
+}
+
+// What dlckpt-store drained shows of a complete epoch: when it was drained,
+// and one small file read back checked against the manifest.
+TEST_F(PersistTest, ACompleteEpochHasATimeAndItsFilesReadBackChecked) {
+  const int64_t before = static_cast<int64_t>(::time(nullptr));
+  memfs::Store& a = Filled(0, 5);
+  ASSERT_TRUE(Drain(a, 5, 0, 1).ok());
+  auto list = ListEpochs(job_dir_);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].state, EpochState::kComplete);
+  EXPECT_GE((*list)[0].time, before - 1);
+  EXPECT_LE((*list)[0].time, static_cast<int64_t>(::time(nullptr)) + 1);
+  const std::string edir = EpochDir(job_dir_, 5);
+  auto text = ReadDrainedFile(edir, 0, "/ckpt/meta file.txt", 1000);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(*text, std::string(100, 'a'));
+  EXPECT_EQ(ReadDrainedFile(edir, 0, "/ckpt/none", 1000).status().code(), ENOENT);
+  EXPECT_EQ(ReadDrainedFile(edir, 1, "/ckpt/meta file.txt", 1000).status().code(), ENOENT);  // no rank 1
+  EXPECT_EQ(ReadDrainedFile(edir, 0, "/ckpt/state.bin", 1000).status().code(), EFBIG);
+  {
+    std::fstream f(DataPath(edir, 0, "/ckpt/meta file.txt"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(7);
+    f.put('z');
+  }
+  Status bad = ReadDrainedFile(edir, 0, "/ckpt/meta file.txt", 1000).status();
+  EXPECT_EQ(bad.code(), EBADMSG) << bad.ToString();
 }
 
 }  // namespace

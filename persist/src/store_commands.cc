@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -74,15 +75,57 @@ bool OpenDrained(const Args& a, const char* command, Drained* d, int* rc) {
   return true;
 }
 
+// The checkpoint name the SCR layer gave an epoch: the "name" line of rank
+// 0's dataset record, the file /dlckpt/scr/dataset of its store (written by
+// scr/src/scr_core.cc, SerializeDataset: a line "dlckpt-scr-dataset 1", then
+// "id N", "flags F", "name NAME", "file PATH"..., "end"). "" for an epoch of
+// an application that does not use the SCR layer; an error for a record that
+// is there but cannot be read or parsed.
+Result<std::string> ScrCheckpointName(const std::string& epoch_dir) {
+  constexpr size_t kMaxRecord = size_t{1} << 20;
+  auto text = persist::ReadDrainedFile(epoch_dir, 0, "/dlckpt/scr/dataset", kMaxRecord);
+  if (!text.ok() && text.status().code() == ENOENT) return std::string();
+  if (!text.ok()) return text.status();
+  const std::string& t = *text;
+  if (t.rfind("dlckpt-scr-dataset 1\n", 0) != 0) {
+    return Status::Corruption("SCR dataset record of " + epoch_dir + ": bad header");
+  }
+  for (size_t at = 0; at < t.size();) {
+    size_t nl = t.find('\n', at);
+    if (nl == std::string::npos) break;
+    if (t.compare(at, 5, "name ") == 0) return t.substr(at + 5, nl - at - 5);
+    at = nl + 1;
+  }
+  return Status::Corruption("SCR dataset record of " + epoch_dir + ": no name");
+}
+
+// What scr_index --list shows a user choosing a checkpoint: per epoch its
+// state, when it was drained (local time), its size and the application's
+// checkpoint name where the SCR layer gave one ("-" otherwise).
 int CmdDrained(const Args& a) {
   Drained d;
   if (int rc = 0; !OpenDrained(a, "drained", &d, &rc)) return rc;
-  std::printf("%s\n%-8s %-10s %6s %8s %14s  %s\n", d.job_dir.c_str(), "epoch", "state", "ranks", "files", "bytes",
-              "note");
+  std::printf("%s\n%-8s %-10s %-19s %6s %8s %14s  %-20s  %s\n", d.job_dir.c_str(), "epoch", "state", "time", "ranks",
+              "files", "bytes", "checkpoint", "note");
   for (const auto& e : d.epochs) {
     if (d.want != 0 && e.epoch != d.want) continue;
-    std::printf("%-8" PRIu64 " %-10s %6d %8" PRIu64 " %14" PRIu64 "  %s\n", e.epoch, persist::EpochStateName(e.state),
-                e.ranks, e.files, e.bytes, e.problem.c_str());
+    std::string when = "-", name = "-", note = e.problem;
+    if (e.state == persist::EpochState::kComplete) {
+      if (e.time > 0) {
+        const time_t t = static_cast<time_t>(e.time);
+        struct tm tm{};
+        char buf[32];
+        if (localtime_r(&t, &tm) != nullptr && std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm) > 0) when = buf;
+      }
+      auto scr = ScrCheckpointName(e.dir);
+      if (!scr.ok()) {
+        note = scr.status().ToString();
+      } else if (!scr->empty()) {
+        name = *scr;
+      }
+    }
+    std::printf("%-8" PRIu64 " %-10s %-19s %6d %8" PRIu64 " %14" PRIu64 "  %-20s  %s\n", e.epoch,
+                persist::EpochStateName(e.state), when.c_str(), e.ranks, e.files, e.bytes, name.c_str(), note.c_str());
   }
   return 0;
 }

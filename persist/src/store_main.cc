@@ -35,7 +35,10 @@ commands:
                           newest first, with their state: complete,
                           incomplete (a drain that did not finish), corrupt,
                           or refused (a link, another user's, or writable by
-                          others: never used)
+                          others: never used); for a complete one its time
+                          (when drained) and the application's checkpoint
+                          name where the SCR layer gave one (as scr_index
+                          --list shows)
   verify-drained DIR      read every file of the epoch a restart would use
                           (the newest complete one that verifies; or --epoch
                           E) and check its size and CRC32C against the

@@ -275,6 +275,38 @@ Status ClearMemfs() {
   return Status::OK();
 }
 
+// The staging directory exists only while it holds routed files: made (0700)
+// by SCR_Route_file, removed when the phase that routed them ends, and by an
+// exit() without SCR_Finalize (ExitCleanup), so that a failed run, a failed
+// restart or a rank killed between phases leaves no empty directory behind.
+Status EnsureStage() {
+  if (::mkdir(S().stage.c_str(), 0700) != 0 && errno != EEXIST) return Status::FromErrno(errno, "mkdir " + S().stage);
+  return Status::OK();
+}
+
+// Removes `sub` (out or restart) of the staging directory, then the staging
+// directory itself if nothing else is in it.
+Status DropStage(const char* sub) {
+  if (S().stage.empty()) return Status::OK();  // SCR_ENABLE=0: none
+  DLCKPT_RETURN_IF_ERROR(RemoveTree(S().stage + "/" + sub));
+  if (::rmdir(S().stage.c_str()) != 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST) {
+    return Status::FromErrno(errno, "rmdir " + S().stage);
+  }
+  return Status::OK();
+}
+
+// atexit: an application that exits (a Fortran runtime error, exit() after a
+// failed restart) without SCR_Finalize leaves no staging directory. Only in
+// the process that called SCR_Init (not in a forked child that exits).
+pid_t g_init_pid = 0;
+void ExitCleanup() {
+  State& st = S();
+  if (getpid() != g_init_pid || st.stage.empty() || st.phase == Phase::kFinalized || st.phase == Phase::kUninit) {
+    return;
+  }
+  (void)RemoveTree(st.stage);
+}
+
 std::string StagedOut(const std::string& normalized) { return S().stage + "/out" + normalized; }
 std::string StagedRestart(const std::string& normalized) { return S().stage + "/restart" + normalized; }
 
@@ -315,15 +347,31 @@ Status InitImpl() {
     const char* job = std::getenv("DLCKPT_JOB");
     std::string base = st.config.Get("SCR_CACHE_BASE").value_or("/dev/shm");
     st.stage = base + "/dlckpt-scr." + (job && *job ? job : "local") + ".r" + std::to_string(st.rank);
+    // A stale one (a rank killed earlier) goes; a new one is made on the first
+    // SCR_Route_file. Made and removed here to find out now whether it can be.
     DLCKPT_RETURN_IF_ERROR(RemoveTree(st.stage));
     if (::mkdir(st.stage.c_str(), 0700) != 0) return Status::FromErrno(errno, "mkdir " + st.stage);
+    if (::rmdir(st.stage.c_str()) != 0) return Status::FromErrno(errno, "rmdir " + st.stage);
     return Status::OK();
   }();
   if (!Agree(mine.ok())) {
     if (!mine.ok()) Fail(mine.Prefixed("SCR_Init"));
     (void)dlckpt_finalize();
     st.phase = Phase::kUninit;
+    if (!st.stage.empty()) (void)RemoveTree(st.stage);
     return Status::IOError("SCR_Init: failed on some rank");
+  }
+  if (g_init_pid == 0) std::atexit(ExitCleanup);
+  g_init_pid = getpid();
+  // Tell dlckpt-run that SCR_Should_exit watches its halt (DLCKPT_HALT_FILE).
+  if (const char* halt = std::getenv("DLCKPT_HALT_FILE"); halt != nullptr && *halt != '\0' && st.rank == 0) {
+    const std::string watched = std::string(halt) + ".watched";
+    int fd = ::open(watched.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+    } else {
+      Debug("cannot create " + watched + ": " + std::strerror(errno) + " (dlckpt-run's halt gives no grace)");
+    }
   }
 
   // The checkpoint a relaunched job restarts from.
@@ -345,11 +393,8 @@ Status InitImpl() {
   } else if (found) {
     Fail(Status::Corruption("SCR_Init: the ranks hold different datasets; not restarting"));
   }
-  for (const char* ignored : {"SCR_SET_SIZE", "SCR_SET_FAILURES", "SCR_COPY_TYPE", "SCR_FLUSH"}) {
-    if (st.rank == 0 && st.config.Get(ignored)) {
-      std::fprintf(stderr, "SCR: %s is decided by dlckpt-run (--group-size, --spares, --scheme; "
-                           "scr/README.md), not by the application: ignored\n", ignored);
-    }
+  if (st.rank == 0) {
+    for (const std::string& line : ParameterNotes(st.config)) std::fprintf(stderr, "SCR: %s\n", line.c_str());
   }
   return Status::OK();
 }
@@ -365,6 +410,7 @@ Status RouteImpl(const char* name, char* file) {
   if (st.phase == Phase::kOutput) {
     std::string staged = StagedOut(norm);
     DLCKPT_RETURN_IF_ERROR(CopyOut(staged, file, "SCR_Route_file: routed path"));
+    DLCKPT_RETURN_IF_ERROR(EnsureStage());
     DLCKPT_RETURN_IF_ERROR(MakeParents(staged));
     if (st.routed.emplace(norm, staged).second) st.current.files.push_back(norm);
     return Status::OK();
@@ -375,13 +421,20 @@ Status RouteImpl(const char* name, char* file) {
     return Status::NotFound(std::string("SCR_Route_file: ") + Shown(name) +
                             ": no output phase and no checkpoint to read it from");
   }
-  std::string f = FindFile(*st.latest, norm, name);
+  // By its path, else by its base name whatever the directory (as SCR 3.1
+  // does on restart: "<checkpoint name>/rank_N.ckpt").
+  bool ambiguous = false;
+  std::string f = FindFile(*st.latest, norm, &ambiguous);
   if (f.empty()) {
-    return Status::NotFound(std::string("SCR_Route_file: ") + Shown(name) + ": not a file of checkpoint '" +
-                            Shown(st.latest->name) + "'");
+    return Status::NotFound(std::string("SCR_Route_file: ") + Shown(name) +
+                            (ambiguous ? ": several files of checkpoint '" + Shown(st.latest->name) +
+                                             "' have this base name; give the path it was written with"
+                                       : ": no file of checkpoint '" + Shown(st.latest->name) +
+                                             "' has this path or base name"));
   }
   std::string staged = StagedRestart(f);
   DLCKPT_RETURN_IF_ERROR(CopyOut(staged, file, "SCR_Route_file: routed path"));
+  DLCKPT_RETURN_IF_ERROR(EnsureStage());
   struct stat sb{};
   if (::stat(staged.c_str(), &sb) != 0) DLCKPT_RETURN_IF_ERROR(FromMemfs(kFiles + f, staged));
   return Status::OK();
@@ -418,8 +471,8 @@ Status StartOutputImpl(const char* name, int flags) {
     return Status::InvalidArgument("SCR_Start_output: the ranks passed different names or flags");
   }
   st.offer_restart = false;
-  Status clean = RemoveTree(st.stage + "/restart");
-  if (clean.ok()) clean = RemoveTree(st.stage + "/out");
+  Status clean = DropStage("restart");
+  if (clean.ok()) clean = DropStage("out");
   if (!Agree(clean.ok())) return clean.ok() ? Status::IOError("SCR_Start_output: failed on some rank") : clean;
   st.current = Dataset{st.last_id + 1, n, flags, {}};
   st.routed.clear();
@@ -480,7 +533,7 @@ Status CompleteOutputImpl(int valid) {
     }
   }
   if (ckpt) st.need->Completed(Now());
-  Status clean = RemoveTree(st.stage + "/out");
+  Status clean = DropStage("out");
   st.routed.clear();
   if (!result.ok()) return result;
   return clean;
@@ -510,7 +563,7 @@ Status CompleteRestartImpl(int valid) {
   if (st.phase != Phase::kRestart) return Status::InvalidArgument("SCR_Complete_restart: no restart phase");
   st.phase = Phase::kIdle;
   st.offer_restart = false;
-  Status clean = RemoveTree(st.stage + "/restart");
+  Status clean = DropStage("restart");
   if (!Agree(valid != 0 && clean.ok())) {
     st.latest.reset();  // no older checkpoint to fall back to
     return Status::Error(ECANCELED, "SCR_Complete_restart: the restart failed on some rank; "
@@ -536,7 +589,7 @@ Status DeleteImpl(const char* name) {
   if (name == nullptr) return Status::InvalidArgument("SCR_Delete: NULL name");
   if (!st.enabled || !st.latest || st.latest->name != name) return Status::OK();  // nothing held
   Status s = ClearMemfs();
-  if (s.ok()) s = RemoveTree(st.stage + "/restart");
+  if (s.ok()) s = DropStage("restart");
   st.latest.reset();
   st.offer_restart = false;
   if (!Agree(s.ok())) return s.ok() ? Status::IOError("SCR_Delete: failed on some rank") : s;
@@ -559,6 +612,28 @@ Status FinalizeImpl() {
   st.collective.reset();
   MPI_Comm_free(&st.comm);
   return s;
+}
+
+// Collective (like SCR_Need_checkpoint): rank 0 decides for all, so every
+// rank leaves at the same point. 1 once dlckpt-run has been asked to halt
+// (--halt-seconds, SIGUSR1, SIGTERM with --persist): it then creates the file
+// $DLCKPT_HALT_FILE, and waits up to its --term-grace for the application to
+// end before stopping it. 0 outside dlckpt-run and with SCR_ENABLE=0.
+Status ShouldExitImpl(int* flag) {
+  State& st = S();
+  if (st.phase == Phase::kUninit || st.phase == Phase::kFinalized) {
+    return Status::InvalidArgument("SCR_Should_exit: call SCR_Init first");
+  }
+  if (flag == nullptr) return Status::InvalidArgument("SCR_Should_exit: NULL flag");
+  uint64_t mine = 0;
+  if (st.enabled && st.rank == 0) {
+    const char* halt = std::getenv("DLCKPT_HALT_FILE");
+    if (halt != nullptr && *halt != '\0' && ::access(halt, F_OK) == 0) mine = 1;
+  }
+  DLCKPT_ASSIGN_OR_RETURN(uint64_t decided, FromRank0(mine));
+  *flag = decided != 0 ? 1 : 0;
+  if (*flag) Debug("dlckpt-run was asked to halt: SCR_Should_exit says 1");
+  return Status::OK();
 }
 
 template <class Fn>
@@ -657,16 +732,6 @@ char* SCR_Get_version(void) {
   return version;
 }
 
-int SCR_Should_exit(int* flag) {
-  return Guard([&]() -> dlckpt::Status {
-    dlckpt::scr::State& st = dlckpt::scr::S();
-    if (st.phase == dlckpt::scr::Phase::kUninit || st.phase == dlckpt::scr::Phase::kFinalized) {
-      return dlckpt::Status::InvalidArgument("SCR_Should_exit: call SCR_Init first");
-    }
-    if (flag == nullptr) return dlckpt::Status::InvalidArgument("SCR_Should_exit: NULL flag");
-    *flag = 0;  // no halt conditions (scr/README.md)
-    return dlckpt::Status::OK();
-  });
-}
+int SCR_Should_exit(int* flag) { return Guard([&] { return dlckpt::scr::ShouldExitImpl(flag); }); }
 
 }  // extern "C"

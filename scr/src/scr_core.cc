@@ -288,19 +288,103 @@ Result<Dataset> ParseDataset(std::string_view text) {
 
 std::string DefaultDatasetName(uint64_t id) { return "scr.dataset." + std::to_string(id); }
 
-std::string FindFile(const Dataset& d, const std::string& normalized, std::string_view name) {
+std::string FindFile(const Dataset& d, const std::string& normalized, bool* ambiguous) {
+  if (ambiguous != nullptr) *ambiguous = false;
   for (const std::string& f : d.files) {
     if (f == normalized) return f;
   }
-  if (name.find('/') != std::string_view::npos) return "";
+  const std::string_view base = BaseName(normalized);
   std::string found;
   for (const std::string& f : d.files) {
-    if (BaseName(f) == name) {
-      if (!found.empty()) return "";  // ambiguous
+    if (BaseName(f) == base) {
+      if (!found.empty()) {
+        if (ambiguous != nullptr) *ambiguous = true;
+        return "";
+      }
       found = f;
     }
   }
   return found;
+}
+
+Config::Source Config::From(const std::string& key) const {
+  if (const char* v = getenv_ ? getenv_(key.c_str()) : nullptr; v != nullptr && *v != '\0') return Source::kEnvironment;
+  if (app_.count(key) != 0) return Source::kApplication;
+  if (file_.count(key) != 0) return Source::kFile;
+  return Source::kNone;
+}
+
+const std::vector<IgnoredParameter>& IgnoredParameters() {
+  static const std::vector<IgnoredParameter> kIgnored = {
+      {"SCR_CACHE_SIZE", "one checkpoint is kept in memory (the protected epoch)"},
+      {"SCR_CACHE_BYPASS", "checkpoints always go to memory"},
+      {"SCR_CACHE_PURGE", "one checkpoint is kept in memory (the protected epoch)"},
+      {"SCR_CNTL_BASE", "dlckpt keeps no control directory"},
+      {"SCR_GROUP", "parity groups are dlckpt-run's (--group-size)"},
+      {"SCR_HALT_SECONDS", "dlckpt-run --halt-seconds decides a halt; SCR_Should_exit then says 1"},
+      {"SCR_HALT_ENABLED", "SCR_Should_exit follows dlckpt-run's halt (--halt-seconds, SIGUSR1, SIGTERM with --persist)"},
+      {"SCR_HALT_EXIT", "SCR_Should_exit follows dlckpt-run's halt; the application decides to exit"},
+      {"SCR_DISTRIBUTE", "dlckpt-run rebuilds and places the checkpoint after a relaunch"},
+      {"SCR_FETCH", "a new job fetches a drained checkpoint with dlckpt-run --restart-from"},
+      {"SCR_FETCH_BYPASS", "a new job fetches a drained checkpoint with dlckpt-run --restart-from"},
+      {"SCR_FETCH_WIDTH", "a new job fetches a drained checkpoint with dlckpt-run --restart-from"},
+      {"SCR_FLUSH_ASYNC", "drains are always in the background (dlckpt-run --persist-every)"},
+      {"SCR_FLUSH_POSTSTAGE", "drains are dlckpt-run's (--persist-every, --persist)"},
+      {"SCR_FLUSH_TYPE", "drains are dlckpt-run's (--persist-every, --persist)"},
+      {"SCR_FLUSH_WIDTH", "drains are dlckpt-run's (--persist-bandwidth)"},
+      {"SCR_FLUSH_ON_RESTART", "drains are dlckpt-run's (--persist-every, --persist)"},
+      {"SCR_RUNS", "relaunches are dlckpt-run's (--max-recoveries)"},
+      {"SCR_MIN_NODES", "relaunches are dlckpt-run's (--spares)"},
+      {"SCR_EXCLUDE_NODES", "relaunches are dlckpt-run's (a lost node is replaced by a spare)"},
+      {"SCR_MPI_BUF_SIZE", "dlckpt's codec sizes its own buffers"},
+      {"SCR_FILE_BUF_SIZE", "dlckpt copies with its own buffers"},
+      {"SCR_CRC_ON_COPY", "memfs checks a CRC32C of every file at every commit and rebuild"},
+      {"SCR_CRC_ON_DELETE", "memfs checks a CRC32C of every file at every commit and rebuild"},
+      {"SCR_CRC_ON_FLUSH", "memfs checks a CRC32C of every file at every commit and rebuild"},
+      {"SCR_WATCHDOG_TIMEOUT", "dlckpt-run watches the nodes (heartbeats)"},
+      {"SCR_WATCHDOG_TIMEOUT_PFS", "dlckpt-run watches the nodes (heartbeats)"},
+      {"SCR_LOG_ENABLE", "dlckpt-run prints its own summary; there is no SCR log"},
+      {"SCR_LOG_TXT_ENABLE", "dlckpt-run prints its own summary; there is no SCR log"},
+      {"SCR_LOG_SYSLOG_ENABLE", "dlckpt-run prints its own summary; there is no SCR log"},
+      {"SCR_LOG_DB_ENABLE", "there is no SCR log database"},
+      {"SCR_DB_NAME", "there is no SCR log database"},
+      {"SCR_DB_HOST", "there is no SCR log database"},
+      {"SCR_DB_USER", "there is no SCR log database"},
+      {"SCR_DB_PASS", "there is no SCR log database"},
+      {"SCR_JOB_NAME", "the job is named by dlckpt-run --job"},
+      {"SCR_JOB_ID", "the job is named by dlckpt-run --job"},
+      {"SCR_USER_NAME", "the job is named by dlckpt-run --job"},
+      {"CKPT", "the redundancy is dlckpt-run's (--scheme, --group-size, --spares-per-group)"},
+      {"STORE", "checkpoints live in memfs stores (SCR_CACHE_BASE only holds the staging directories)"},
+      {"GROUPS", "parity groups are dlckpt-run's (--group-size)"},
+  };
+  return kIgnored;
+}
+
+std::vector<std::string> ParameterNotes(const Config& c) {
+  struct Layout {
+    const char* name;
+    const char* option;
+  };
+  static const Layout kLayout[] = {
+      {"SCR_SET_SIZE", "dlckpt-run --group-size N (data nodes per parity group)"},
+      {"SCR_SET_FAILURES", "dlckpt-run --spares-per-group N (losses tolerated per group)"},
+      {"SCR_COPY_TYPE", "dlckpt-run --scheme xor|rs"},
+      {"SCR_FLUSH", "dlckpt-run --persist-every N (with --persist ${SCR_PREFIX:-.}/.dlckpt)"},
+  };
+  std::vector<std::string> lines;
+  for (const Layout& l : kLayout) {
+    const Config::Source from = c.From(l.name);
+    if (from != Config::Source::kApplication && from != Config::Source::kFile) continue;
+    lines.push_back(std::string(l.name) + "=" + Shown(c.Get(l.name).value_or("")) + " (set by " +
+                    (from == Config::Source::kApplication ? "SCR_Config" : "SCR_CONF_FILE") + ") maps to " + l.option +
+                    ", which dlckpt-run takes from the job's environment or its command line: ignored here");
+  }
+  for (const IgnoredParameter& p : IgnoredParameters()) {
+    if (c.From(p.name) == Config::Source::kNone) continue;
+    lines.push_back(std::string(p.name) + " is ignored by dlckpt: " + p.why + " (scr/README.md)");
+  }
+  return lines;
 }
 
 }  // namespace dlckpt::scr

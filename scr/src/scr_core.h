@@ -64,6 +64,9 @@ class Config {
   // kMaxConfigBytes (Env::ReadFile).
   static constexpr size_t kMaxConfigBytes = size_t{1} << 20;
   Status LoadFile(const std::string& path);
+  // Where the effective value comes from (kNone: not set).
+  enum class Source { kNone, kEnvironment, kApplication, kFile };
+  Source From(const std::string& key) const;
   // Typed views of Get; InvalidArgument naming the key for a malformed value.
   Result<long> Int(const std::string& key, long dflt) const;
   Result<double> Double(const std::string& key, double dflt) const;
@@ -73,6 +76,25 @@ class Config {
   std::map<std::string, std::string> app_;
   std::map<std::string, std::string> file_;
 };
+
+// --- parameters dlckpt does not take from the application
+
+// One line each (no trailing newline) for the parameters of `c` that the
+// application cannot change under dlckpt, in a fixed order:
+//  - the job layout and the flush (SCR_SET_SIZE, SCR_SET_FAILURES,
+//    SCR_COPY_TYPE, SCR_FLUSH) when set by SCR_Config or SCR_CONF_FILE: each
+//    names the dlckpt-run option it maps to (dlckpt-run reads them from the
+//    job's environment, where they say nothing here);
+//  - every parameter of IgnoredParameters() set from any source.
+// Each line starts with the parameter's name. SCR_Init prints them on rank 0.
+std::vector<std::string> ParameterNotes(const Config& c);
+// The parameters (and descriptor keys) accepted and ignored, with why; each
+// is listed in scr/README.md.
+struct IgnoredParameter {
+  const char* name;
+  const char* why;
+};
+const std::vector<IgnoredParameter>& IgnoredParameters();
 
 // --- SCR_Need_checkpoint
 
@@ -131,10 +153,13 @@ std::string SerializeDataset(const Dataset& d);
 Result<Dataset> ParseDataset(std::string_view text);
 // The name SCR_Start_output(NULL, ...) gives dataset `id`.
 std::string DefaultDatasetName(uint64_t id);
-// The file of `d` that `name` designates: its normalised form if listed, or
-// else (the deprecated form SCR still accepts on restart) the one file whose
-// last component equals `name` when `name` has no '/'. "" if none or ambiguous.
-std::string FindFile(const Dataset& d, const std::string& normalized, std::string_view name);
+// The file of `d` that a restart's SCR_Route_file designates, given its
+// normalised name `normalized`: that file if listed; else, as SCR 3.1 matches a restart
+// file, the one file of `d` whose last component equals the last component of
+// `normalized`, whatever the directory part ("scr.dataset.1/rank_00000.ckpt" finds
+// "/work/ckpt.4/rank_00000.ckpt"). "" if none matches, or several do and none
+// exactly (*ambiguous is then set, when given).
+std::string FindFile(const Dataset& d, const std::string& normalized, bool* ambiguous = nullptr);
 
 }  // namespace dlckpt::scr
 

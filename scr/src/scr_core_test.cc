@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "scr.h"
 
@@ -218,10 +220,95 @@ TEST(ScrDataset, RoundTripsAndRejectsDamage) {
 
 TEST(ScrDataset, FindsFilesByPathOrUniqueBaseName) {
   Dataset d{1, "c", SCR_FLAG_CHECKPOINT, {"/p/a/x.dat", "/p/b/x.dat", "/p/b/y.dat"}};
-  EXPECT_EQ(FindFile(d, "/p/a/x.dat", "a/x.dat"), "/p/a/x.dat");
-  EXPECT_EQ(FindFile(d, "/q/y.dat", "y.dat"), "/p/b/y.dat");  // bare name, deprecated form
-  EXPECT_EQ(FindFile(d, "/q/x.dat", "x.dat"), "");            // ambiguous
-  EXPECT_EQ(FindFile(d, "/q/z/y.dat", "z/y.dat"), "");        // a path must match
+  bool ambiguous = true;
+  EXPECT_EQ(FindFile(d, "/p/a/x.dat", &ambiguous), "/p/a/x.dat");  // exact, although x.dat is in two places
+  EXPECT_FALSE(ambiguous);
+  EXPECT_EQ(FindFile(d, "/q/y.dat"), "/p/b/y.dat");  // a bare name
+  EXPECT_EQ(FindFile(d, "/q/x.dat", &ambiguous), "");  // two files named x.dat
+  EXPECT_TRUE(ambiguous);
+  EXPECT_EQ(FindFile(d, "/q/z.dat", &ambiguous), "");  // none
+  EXPECT_FALSE(ambiguous);
+}
+
+// SCR 3.1 matches a restart file by its base name whatever the directory
+// part: SCR's examples restart from "<checkpoint name>/rank_NNNNN.ckpt"
+// although they wrote the file elsewhere.
+TEST(ScrDataset, RestartMatchesTheBaseNameWhateverTheDirectory) {
+  Dataset d{1, "scr.dataset.1", SCR_FLAG_CHECKPOINT, {"/w/ckpt.4/rank_00000.ckpt", "/w/ckpt.4/rank_00001.ckpt"}};
+  EXPECT_EQ(FindFile(d, "/w/scr.dataset.1/rank_00000.ckpt"), "/w/ckpt.4/rank_00000.ckpt");
+  EXPECT_EQ(FindFile(d, "/elsewhere/deep/rank_00001.ckpt"), "/w/ckpt.4/rank_00001.ckpt");
+  EXPECT_EQ(FindFile(d, "/w/scr.dataset.1/rank_00002.ckpt"), "");
+}
+
+Config ConfigOf(std::map<std::string, std::string> env) {
+  return Config([env = std::move(env)](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+// Every line of ParameterNotes that names `key`.
+std::vector<std::string> NotesOf(const Config& c, const std::string& key) {
+  std::vector<std::string> out;
+  for (const std::string& l : ParameterNotes(c)) {
+    if (l.compare(0, key.size(), key) == 0 && (l.size() == key.size() || l[key.size()] == ' ' || l[key.size()] == '=')) {
+      out.push_back(l);
+    }
+  }
+  return out;
+}
+
+TEST(ScrParameters, NothingSetSaysNothing) { EXPECT_TRUE(ParameterNotes(ConfigOf({})).empty()); }
+
+TEST(ScrParameters, EachIgnoredParameterSetPrintsOneLine) {
+  for (const char* key : {"SCR_LOG_ENABLE", "SCR_JOB_NAME", "SCR_DB_NAME", "SCR_FLUSH_POSTSTAGE", "SCR_CACHE_SIZE",
+                          "SCR_HALT_SECONDS", "CKPT"}) {
+    SCOPED_TRACE(key);
+    auto env = ConfigOf({{key, "1"}});
+    EXPECT_EQ(NotesOf(env, key).size(), 1u);
+    EXPECT_EQ(ParameterNotes(env).size(), 1u);
+    Config app = ConfigOf({});
+    app.Set(key, "1");
+    ASSERT_EQ(NotesOf(app, key).size(), 1u);
+    EXPECT_NE(NotesOf(app, key)[0].find("ignored"), std::string::npos) << NotesOf(app, key)[0];
+  }
+}
+
+TEST(ScrParameters, FlushNamesPersistEveryOnly) {
+  Config app = ConfigOf({});
+  app.Set("SCR_FLUSH", "4");
+  auto lines = NotesOf(app, "SCR_FLUSH");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("--persist-every"), std::string::npos) << lines[0];
+  for (const char* wrong : {"--group-size", "--spares", "--scheme"}) {
+    EXPECT_EQ(lines[0].find(wrong), std::string::npos) << lines[0];
+  }
+  // Each layout parameter names its own option.
+  Config all = ConfigOf({});
+  all.Set("SCR_SET_SIZE", "8");
+  all.Set("SCR_SET_FAILURES", "2");
+  all.Set("SCR_COPY_TYPE", "RS");
+  ASSERT_EQ(NotesOf(all, "SCR_SET_SIZE").size(), 1u);
+  EXPECT_NE(NotesOf(all, "SCR_SET_SIZE")[0].find("--group-size"), std::string::npos);
+  EXPECT_NE(NotesOf(all, "SCR_SET_FAILURES")[0].find("--spares-per-group"), std::string::npos);
+  EXPECT_NE(NotesOf(all, "SCR_COPY_TYPE")[0].find("--scheme"), std::string::npos);
+  EXPECT_EQ(ParameterNotes(all).size(), 3u);
+}
+
+// dlckpt-run reads the layout parameters from the job's environment: set
+// there, they are honoured and say nothing at SCR_Init.
+TEST(ScrParameters, LayoutFromTheEnvironmentSaysNothing) {
+  auto env = ConfigOf({{"SCR_FLUSH", "4"}, {"SCR_SET_SIZE", "8"}, {"SCR_COPY_TYPE", "XOR"}});
+  EXPECT_TRUE(ParameterNotes(env).empty());
+}
+
+TEST(ScrParameters, EveryIgnoredParameterIsListedInTheReadme) {
+  std::ifstream in(DLCKPT_SCR_README);
+  ASSERT_TRUE(in.good()) << DLCKPT_SCR_README;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const IgnoredParameter& p : IgnoredParameters()) {
+    EXPECT_NE(text.find("`" + std::string(p.name) + "`"), std::string::npos) << p.name << " is not in scr/README.md";
+  }
 }
 
 }  // namespace

@@ -126,6 +126,9 @@ struct DrainedEpoch {
   std::string dir;
   int ranks = 0;       // complete: from the manifest
   uint64_t files = 0, bytes = 0;
+  // Complete: when the drain published MANIFEST (its modification time,
+  // seconds since 1970), the epoch's time as a listing shows it.
+  int64_t time = 0;
   std::string problem;  // incomplete / corrupt: why
 };
 
@@ -138,6 +141,13 @@ Result<std::vector<DrainedEpoch>> ListEpochs(const std::string& job_dir, Env* en
 // bytes done and total.
 Status VerifyEpoch(const std::string& epoch_dir,
                    const std::function<void(uint64_t, uint64_t)>& progress = nullptr, Env* env = nullptr);
+
+// The bytes of rank's drained file `path` (as in the manifest, starting with
+// '/') of a complete epoch, checked as VerifyEpoch checks them (owner, size,
+// CRC32C). ENOENT if the manifest lists no such file, EFBIG if it is larger
+// than `max_bytes`; EBADMSG / EPERM as VerifyEpoch.
+Result<std::string> ReadDrainedFile(const std::string& epoch_dir, int rank, const std::string& path,
+                                    size_t max_bytes, Env* env = nullptr);
 
 // The job directory a --restart-from DIR names: DIR itself if it holds
 // epoch.* directories, else DIR/<job> if that exists, else the only job

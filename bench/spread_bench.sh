@@ -25,7 +25,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 median() { sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}'; }
 echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $nodes data nodes x $mib MiB, $iters iterations, $reps rep(s)"
-printf "%-7s %-4s %3s %9s %12s %9s %s\n" layout code rep encode_s parity_MiB/node rebuild_s status
+printf "%-7s %-4s %3s %9s %12s %9s %s\n" layout code rep encode_s parity_MiB/node rebuild_s status  # per node holding parity
 for rep in $(seq 1 "$reps"); do
   for code in xor rs; do
     k=1; [ $code = rs ] && k=2
@@ -39,9 +39,11 @@ for rep in $(seq 1 "$reps"); do
         "$bin/dlckpt-bench-ckpt" --mib "$mib" --iters "$iters" --warmup 2 >"$out/enc.log" 2>&1
       rc=$?
       enc=$(sed -n 's/^RESULT .* encode=\([0-9.]*\).*/\1/p' "$out/enc.log" | head -1)
-      # Parity bytes per node holding any: the larger of each node's two slots.
+      # Parity memory per node holding any: both slots (double-buffered), as
+      # sized at the end (spare slots are reserved ahead for the stores'
+      # expected size; spread slots are sized to the parity).
       par=$(for f in /dev/shm/dlckpt."$j".*.parity[01]; do [ -e "$f" ] && echo "$(basename "$f") $(stat -c %s "$f")"; done |
-            awk '{split($1, a, "."); n = a[3]; if ($2 > m[n]) m[n] = $2} END {s = 0; c = 0; for (n in m) {s += m[n]; c++}; if (c) printf "%.1f", s / c / 1048576; else print "-"}')
+            awk '{split($1, a, "."); m[a[3]] += $2} END {s = 0; c = 0; for (n in m) {s += m[n]; c++}; if (c) printf "%.1f", s / c / 1048576; else print "-"}')
       "$bin/dlckpt-store" rm --job "$j" >/dev/null 2>&1; rm -rf /tmp/dlckpt-run."$j"
       # One recovery.
       setsid timeout -k 5 900 "$bin/dlckpt-run" --job "$j"r "${common[@]}" --kill-node vn1 --at checkpoint:3 -- \

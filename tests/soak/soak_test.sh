@@ -12,11 +12,18 @@
 # pattern explains; no hang (a run over its timeout counts as one); no
 # shared-memory object or process of the job left afterwards.
 #
-# usage: soak_test.sh BIN_DIR [RUNS] [FIRST_SEED]
+# MODE spread (issue 32): few spares instead. Each run is XOR or RS k=2 spread
+# over 4 data nodes with no spare, or XOR with one spare and --parity auto, and
+# loses 1 to 3 data nodes one after another (each at least two checkpoints
+# after the last); every run must end with the checksum (a lost node's ranks
+# run on a survivor once no spare is left). The totals add how many runs
+# switched to spread parity.
+#
+# usage: soak_test.sh BIN_DIR [RUNS] [FIRST_SEED] [MODE]   (MODE: spares, the default, or spread)
 # Ends with "N passed, N failed" and the totals (checkpoints, kills, wrong
 # checksums, hangs, leftovers, explained exit 3s). Exit 0 iff none failed.
 set -uo pipefail
-bin=$1 runs=${2:-24} seed0=${3:-1}
+bin=$1 runs=${2:-24} seed0=${3:-1} mode=${4:-spares}
 tag="sk$$"
 out=$(mktemp)
 cleanup_job() {
@@ -54,14 +61,28 @@ when() {  # a random moment after checkpoint $1 (and before the run's last)
   esac
 }
 
-passed=0 failed=0 ckpts=0 kills=0 wrong=0 hangs=0 leftovers=0 explained=0
+passed=0 failed=0 ckpts=0 kills=0 wrong=0 hangs=0 leftovers=0 explained=0 switches=0
 for (( i = 0; i < runs; i++ )); do
   seed=$(( seed0 + i ))
   RANDOM=$seed
   apps=(heat2d sweep3d-mini); app=${apps[$(( RANDOM % 2 ))]}
   last=${app_ckpts[$app]}
   expect=0
-  if (( RANDOM % 2 )); then
+  if [ "$mode" = spread ]; then
+    case $(( RANDOM % 3 )) in
+      0) scheme=xor layout=(--nodes 4 --spares 0 --parity spread --scheme xor) ;;
+      1) scheme=rs layout=(--nodes 4 --spares 0 --parity spread --scheme rs) ;;
+      2) scheme=xor layout=(--nodes 4 --spares 1 --parity auto --scheme xor) ;;
+    esac
+    order=(0 1 2 3)
+    for (( x = 3; x > 0; x-- )); do y=$(( RANDOM % (x + 1) )); t=${order[$x]}; order[$x]=${order[$y]}; order[$y]=$t; done
+    kill_args=() e=$(( RANDOM % 2 ))
+    for (( x = 0; x < 1 + RANDOM % 3; x++ )); do
+      e=$(( e + 2 + RANDOM % 2 ))
+      (( e + 1 < last )) || break
+      kill_args+=(--kill-node "vn${order[$x]}" --at "$(when "$e")")
+    done
+  elif (( RANDOM % 2 )); then
     scheme=rs layout=(--nodes 4 --spares 2 --scheme rs); nnodes=6
   else
     scheme=xor layout=(--nodes 4 --spares 1 --scheme xor); nnodes=5
@@ -89,6 +110,7 @@ for (( i = 0; i < runs; i++ )); do
   got=$(sed -n 's/^checksum: //p' "$out" | tail -1)
   n=$(sed -n 's/.*summary of job.*; \([0-9]*\) checkpoint(s).*/\1/p' "$out" | tail -1)
   k=$(grep -c "node killed:" "$out")
+  grep -q "warning: codec protection spread" "$out" && switches=$(( switches + 1 ))
   ckpts=$(( ckpts + ${n:-0} )); kills=$(( kills + k ))
   why=""
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
@@ -121,6 +143,6 @@ for (( i = 0; i < runs; i++ )); do
     sed 's/^/    /' "$out" | grep -E "dlckpt-run|checksum" | tail -25
   fi
 done
-echo "soak: $ckpts checkpoints, $kills kills, $wrong wrong checksum(s), $hangs hang(s), $leftovers run(s) with leftovers, $explained expected exit 3"
+echo "soak: $runs runs, $ckpts checkpoints, $kills kills, $switches run(s) switched to spread parity, $wrong wrong checksum(s), $hangs hang(s), $leftovers run(s) with leftovers, $explained expected exit 3"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -1,6 +1,8 @@
 #include "run_dir.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -8,7 +10,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <string_view>
 
 namespace dlckpt::run {
 
@@ -79,6 +83,61 @@ Result<int> OpenRunDir(const std::string& dir, bool* made) {
     return unsafe(st, why);
   }
   return fd;
+}
+
+Result<std::string> HaltJob(const std::string& job, const std::string& run_dir) {
+  const std::string dir = run_dir.empty() ? "/tmp/dlckpt-run." + job : run_dir;
+  const std::string lock_path = dir + "/lock";
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    return Status::FromErrno(errno, "job " + job + " is not running here: run directory " + dir);
+  }
+  if (!S_ISDIR(st.st_mode)) return Status::Error(ENOTDIR, "job " + job + ": " + dir + " is not a directory");
+  if (st.st_uid != geteuid()) {
+    return Status::Error(EPERM, "job " + job + " is not yours: its run directory " + dir + " belongs to uid " +
+                                    std::to_string(st.st_uid) + ", not to uid " + std::to_string(geteuid()));
+  }
+  int fd = open(lock_path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "job " + job + " is not running: open " + lock_path);
+  // A shared lock we can take means no dlckpt-run holds its exclusive one.
+  // (Held for an instant: a dlckpt-run of this job starting just then would
+  // find the job busy.)
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    close(fd);
+    return Status::Error(ESRCH, "job " + job + " is not running: no dlckpt-run holds " + lock_path +
+                                    " (its run directory is left over from an earlier run)");
+  }
+  if (errno != EWOULDBLOCK) {
+    int err = errno;
+    close(fd);
+    return Status::FromErrno(err, "lock " + lock_path);
+  }
+  char buf[4096];
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  if (n < 0) return Status::FromErrno(errno, "read " + lock_path);
+  std::string text(buf, static_cast<size_t>(n));
+  const long pid = std::strtol(text.c_str(), nullptr, 10);
+  if (pid <= 0) {
+    return Status::Error(ESRCH, "job " + job + ": " + lock_path + " names no pid (is dlckpt-run still starting?)");
+  }
+  std::string persist;
+  size_t at = text.find("\npersist ");
+  if (at != std::string::npos) {
+    at += std::string_view("\npersist ").size();
+    persist = text.substr(at, text.find('\n', at) - at);
+  }
+  if (kill(static_cast<pid_t>(pid), SIGUSR1) != 0) {
+    return Status::FromErrno(errno, "job " + job + ": send SIGUSR1 to dlckpt-run (pid " + std::to_string(pid) + ")");
+  }
+  std::string what = "halt requested for job " + job + " (SIGUSR1 to dlckpt-run, pid " + std::to_string(pid) + "): ";
+  if (persist.empty()) {
+    what += "it stops the job without draining (no --persist) and exits 3";
+  } else {
+    what += "it drains the newest protected epoch to " + persist +
+            ", stops the job and exits 7 (3 if no epoch could be drained)";
+  }
+  return what;
 }
 
 }  // namespace dlckpt::run

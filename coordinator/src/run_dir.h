@@ -20,6 +20,17 @@ std::string DefaultJobId();
 // mode for an unsafe one.
 Result<int> OpenRunDir(const std::string& dir, bool* made);
 
+// dlckpt-run --halt: asks the running dlckpt-run of job `job` to halt, as
+// SCR's scr_halt does, by sending it SIGUSR1. `run_dir` is its run directory
+// ("" = /tmp/dlckpt-run.<job>), whose "lock" file the running dlckpt-run
+// holds (flock) and which names its pid and its --persist directory
+// (Supervisor::LockRunDir). Refuses, naming the path and the errno: no such
+// run directory or lock file (ENOENT), a run directory of another user
+// (EPERM, whatever the caller's privileges), a lock nobody holds (ESRCH: the
+// job is not running; its run directory is left over), a pid it cannot
+// signal. Returns what will happen, for the user.
+Result<std::string> HaltJob(const std::string& job, const std::string& run_dir);
+
 }  // namespace dlckpt::run
 
 #endif  // DLCKPT_COORDINATOR_RUN_DIR_H_

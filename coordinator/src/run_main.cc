@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "run_dir.h"
 #include "run_options.h"
 #include "supervisor.h"
 #include "dlckpt/base/version.h"
@@ -19,6 +20,16 @@ int main(int argc, char** argv) {
   if (!opts.ok()) {
     std::fprintf(stderr, "dlckpt-run: %s\n(try dlckpt-run --help)\n", opts.status().message().c_str());
     return 2;
+  }
+  // dlckpt-run --halt JOB: 0 once delivered, 1 when it could not be.
+  if (!opts->halt.empty()) {
+    auto said = dlckpt::run::HaltJob(opts->halt, opts->run_dir);
+    if (!said.ok()) {
+      std::fprintf(stderr, "dlckpt-run: --halt: %s\n", said.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("dlckpt-run: %s\n", said->c_str());
+    return 0;
   }
   // Refused before anything is created or started.
   if (auto st = dlckpt::run::CheckMachineLimits(*opts, dlckpt::run::ThisMachine()); !st.ok()) {

@@ -52,6 +52,11 @@ layout:
                           --persist and stop (halt: exit 7, ready for
                           --restart-from in a larger allocation)
   --capacity SIZE         memfs store capacity per rank, 1M to 1T (default 256M)
+  --max-files N           files and directories each store holds, 1 to 1M
+                          (default: one per 32 KiB of --capacity, at least
+                          1024: 8192 for 256M; sets DLCKPT_MAX_FILES for the
+                          ranks). A full table gives ENOSPC and a line naming
+                          it; mdtest -n 10000 needs --max-files 10100 or so
   --compress none|lz4     compress the stores' checkpoint data with LZ4 (sets
                           DLCKPT_COMPRESS for the ranks; see memfs.h)
   --encode sync|async     sync (default): dlckpt_checkpoint returns once the
@@ -170,6 +175,13 @@ control:
                           dlckpt-run takes to end
   -v, --verbose           print every event
   --config FILE           read options from FILE (default: $DLCKPT_CONFIG)
+  --halt JOB              run nothing: ask the running dlckpt-run of job JOB
+                          (this user's, found through /tmp/dlckpt-run.JOB or
+                          --run-dir) to halt, as SIGUSR1 does (SCR's scr_halt):
+                          with --persist it drains the newest protected epoch
+                          and exits 7, without it stops and exits 3. Exits 0
+                          once the request was delivered, 1 when no such job
+                          runs or it is another user's
   -h, --help              this help
 
 Options come from, lowest precedence first: the defaults; the configuration
@@ -304,7 +316,7 @@ const std::vector<std::pair<std::string, std::string>>& EnvOptions() {
   static const auto* const kList = [] {
     auto* list = new std::vector<std::pair<std::string, std::string>>();
     for (const char* option :
-         {"nodes", "ranks-per-node", "spares", "group-size", "spares-per-group", "scheme", "parity", "on-spares-exhausted", "capacity", "compress",
+         {"nodes", "ranks-per-node", "spares", "group-size", "spares-per-group", "scheme", "parity", "on-spares-exhausted", "capacity", "max-files", "compress",
           "encode", "codec-nice", "hosts", "launcher", "srun", "srun-args", "launcher-exec", "mpiexec",
           "mpiexec-args", "kill-command", "max-recoveries", "timeout", "job", "run-dir", "codec", "term-grace",
           "heartbeat-timeout", "heartbeat-address", "preload", "keep", "oversubscribe", "verbose",
@@ -325,11 +337,15 @@ namespace {
 
 // Applies the options in args[0..] to `o`, up to "--" or the first word that
 // is not an option; *next is the index after them (where the program starts).
+// On an error *next is the index of the option at fault (for a --kill-node
+// without --at, of that --kill-node), so that a caller can say where it was.
 Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help, size_t* next) {
   std::vector<std::string> pending_kill;
+  size_t pending_at = 0;
   bool pending_ranks = false, pending_poweroff = false;
   size_t i = 0;
   for (; i < args.size(); ++i) {
+    *next = i;
     std::string a = args[i];
     if (a == "--") {
       ++i;
@@ -394,6 +410,12 @@ Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help
         return Status::InvalidArgument("--capacity " + v + ": a store's capacity must be between 1M and 1T");
       }
       o.capacity = *size;
+    } else if (a == "--max-files") {
+      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, kMaxMaxFiles));
+      o.max_files = static_cast<uint32_t>(n);
+    } else if (a == "--halt") {
+      if (!ValidJobName(v)) return Status::InvalidArgument("--halt '" + v + "': want a job id, 1-63 of [A-Za-z0-9_-]");
+      o.halt = v;
     } else if (a == "--encode") {
       if (v != "sync" && v != "async") return Status::InvalidArgument("--encode: want sync or async, not '" + v + "'");
       o.encode = v;
@@ -430,6 +452,7 @@ Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help
       for (std::string w; is >> w;) o.mpiexec_args.push_back(w);
     } else if (a == "--kill-node" || a == "--crash-rank" || a == "--poweroff-node") {
       pending_kill = Split(v, ',');
+      pending_at = i - 1;
       pending_ranks = a == "--crash-rank";
       pending_poweroff = a == "--poweroff-node";
       if (pending_kill.empty()) return Status::InvalidArgument(a + " needs a list");
@@ -494,6 +517,7 @@ Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help
     }
   }
   if (!pending_kill.empty()) {
+    *next = pending_at;
     return Status::InvalidArgument("--kill-node, --poweroff-node or --crash-rank without --at");
   }
   *next = i;
@@ -502,8 +526,13 @@ Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help
 
 }  // namespace
 
-Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std::string& text) {
+namespace {
+
+// ConfigTokens, and in (*lines)[i] the line number of token i.
+Result<std::vector<std::string>> ConfigTokensAt(const std::string& path, const std::string& text,
+                                                std::vector<size_t>* lines) {
   std::vector<std::string> out;
+  lines->clear();
   size_t line_no = 0, start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
@@ -526,12 +555,13 @@ Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std
     std::string value = sep == std::string::npos ? "" : trim(line.substr(sep));
     if (!value.empty() && value[0] == '=') value = trim(value.substr(1));
     if (name.rfind("--", 0) == 0) name = name.substr(2);
-    if (name == "config" || name == "help" || name.empty()) {
+    if (name == "config" || name == "help" || name == "halt" || name.empty()) {
       return Status::InvalidArgument(where + ": '" + name + "' cannot be set in a configuration file");
     }
     if (FindFlagOption(name) != nullptr) {
       if (value.empty() || value == "1" || value == "true" || value == "yes") {
         out.push_back("--" + name);
+        lines->push_back(line_no);
       } else if (value != "0" && value != "false" && value != "no") {
         return Status::InvalidArgument(where + ": " + name + " is a flag: want true or false, not '" + value + "'");
       }
@@ -540,8 +570,16 @@ Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std
     if (value.empty()) return Status::InvalidArgument(where + ": " + name + " needs a value");
     out.push_back("--" + name);
     out.push_back(value);
+    lines->insert(lines->end(), 2, line_no);
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std::string& text) {
+  std::vector<size_t> lines;
+  return ConfigTokensAt(path, text, &lines);
 }
 
 Result<Options> ParseOptions(int argc, char** argv, bool* help) {
@@ -566,12 +604,18 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
   if (!config.empty()) {
     auto text = Env::Default()->ReadFile(config, 1 << 20);
     if (!text.ok()) return text.status().Prefixed("configuration file");
-    DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ConfigTokens(config, *text));
+    std::vector<size_t> lines;
+    DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ConfigTokensAt(config, *text, &lines));
+    // Every error names FILE:LINE of the option at fault.
+    auto where = [&](size_t token) {
+      return "configuration file " + config + ":" + std::to_string(token < lines.size() ? lines[token] : 0);
+    };
     Status s = ApplyOptions(tokens, o, help, &next);
-    if (!s.ok()) return s.Prefixed("configuration file " + config);
+    if (!s.ok()) return s.Prefixed(where(next));
     o.config = config;
-    if (next != tokens.size()) return Status::InvalidArgument("configuration file " + config + ": '" +
-                                                              tokens[next] + "' is not an option");
+    if (next != tokens.size()) {
+      return Status::InvalidArgument(where(next) + ": '" + tokens[next] + "' is not an option");
+    }
   }
   // 2. SCR's names for the same settings (an SCR application's job script),
   // then DLCKPT_<OPTION>, in the environment.
@@ -622,6 +666,10 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
   DLCKPT_RETURN_IF_ERROR(ApplyOptions(args, o, help, &next));
   if (*help) return o;
   for (; next < args.size(); ++next) o.program.push_back(args[next]);
+  if (!o.halt.empty()) {
+    if (!o.program.empty()) return Status::InvalidArgument("--halt JOB runs nothing: give no program");
+    return o;  // only the run directory matters
+  }
   if (o.program.empty()) return Status::InvalidArgument("no program given (dlckpt-run [OPTIONS] -- PROGRAM ...)");
 
   if (o.spares_per_group == 0) o.spares_per_group = o.scheme == "rs" ? 2 : 1;
@@ -690,11 +738,16 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
         "; give more --nodes, a larger --group-size, or spare nodes for --parity spares");
   }
   if (o.parity == "spares" && o.spares < groups * o.spares_per_group) {
-    return Status::InvalidArgument(std::to_string(o.spares) + " spare node(s) cannot give " +
-                                   std::to_string(groups) + " group(s) of at most " +
-                                   std::to_string(o.group_size) + " data nodes " +
-                                   std::to_string(o.spares_per_group) + " spare(s) each (need " +
-                                   std::to_string(groups * o.spares_per_group) + ")");
+    // Plain words: what is needed, why, what was given and what would do.
+    auto count = [](int n, const std::string& what) {
+      return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+    };
+    const int need = groups * o.spares_per_group;
+    return Status::InvalidArgument(
+        "--parity spares needs " + count(need, "spare node") + " (" + std::to_string(o.spares_per_group) +
+        " per group for " + count(groups, "group") + " of at most " + count(o.group_size, "data node") +
+        "); --spares is " + std::to_string(o.spares) + ": give --spares " + std::to_string(need) +
+        ", a larger --group-size, or --parity auto");
   }
   return o;
 }

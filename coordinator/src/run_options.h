@@ -42,6 +42,8 @@ struct Options {
   std::string job;
   std::string run_dir;
   uint64_t capacity = 256ull << 20;
+  uint32_t max_files = 0;        // --max-files: file table entries per store (DLCKPT_MAX_FILES of
+                                 // the ranks); 0: memfs's default for the capacity
   std::string config;            // the configuration file read ("" = none)
   std::string encode = "sync";  // "sync" or "async": DLCKPT_ENCODE of the ranks
   int codec_nice = -1;          // --codec-nice; -1: 0 for sync, 10 for async
@@ -81,7 +83,13 @@ struct Options {
   std::string restart_from;         // --restart-from DIR: the first launch restores from it
   double halt_seconds = 0;          // drain and stop after this long (0 = never)
   std::vector<std::string> program;  // after "--"
+  // --halt JOB: no run; ask the running dlckpt-run of job JOB (found through
+  // its run directory, --run-dir or /tmp/dlckpt-run.JOB) to halt (HaltJob).
+  std::string halt;
 };
+
+// Bound of --max-files, as the preload's DLCKPT_MAX_FILES and dlckpt-fuse's.
+inline constexpr uint32_t kMaxMaxFiles = 1u << 20;
 
 // Bounds of --capacity (bytes per store): at least one memfs block's worth of
 // room to work in, at most what any machine here could hold in memory.

@@ -76,6 +76,47 @@ TEST(RunOptionsTest, ImpossibleLayoutsAndTargetsAreRefused) {
                       "--", "a"}).ok());
 }
 
+// docs/environment.md: the configuration file's errors name FILE:LINE, whatever
+// went wrong on that line (a bad value, a kill without --at, an unknown name,
+// its syntax).
+TEST(RunOptionsTest, ConfigFileErrorsNameFileAndLine) {
+  char path[] = "/tmp/dlckpt_run_options_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  EnvFn env = [&](const char* name) -> const char* { return std::string(name) == "DLCKPT_CONFIG" ? path : nullptr; };
+  auto error = [&](const std::string& text) {
+    int f = open(path, O_WRONLY | O_TRUNC);
+    EXPECT_GE(f, 0);
+    EXPECT_EQ(write(f, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(f);
+    bool help = false;
+    auto o = ParseOptions({"--", "app"}, &help, env);
+    return o.ok() ? std::string("(accepted)") : o.status().message();
+  };
+  const std::string at = std::string(path) + ":";
+  std::string m = error("# layout\nnodes 4\n\nencode later\nkeep\n");
+  EXPECT_NE(m.find("configuration file " + at + "4: --encode: want sync or async, not 'later'"), std::string::npos)
+      << m;
+  m = error("nodes = 4\nspares = many\n");
+  EXPECT_NE(m.find(at + "2: --spares"), std::string::npos) << m;
+  m = error("nodes 4\nkill-node vn1\nkeep\n");
+  EXPECT_NE(m.find(at + "2: --kill-node, --poweroff-node or --crash-rank without --at"), std::string::npos) << m;
+  m = error("kill-node vn1\nat someday\n");
+  EXPECT_NE(m.find(at + "2: --at 'someday'"), std::string::npos) << m;
+  m = error("at checkpoint:1\n");
+  EXPECT_NE(m.find(at + "1: --at must follow"), std::string::npos) << m;
+  m = error("nodes 2\n\n\nbogus-option 3\n");
+  EXPECT_NE(m.find(at + "4: unknown option --bogus-option"), std::string::npos) << m;
+  m = error("nodes 2\npreload = maybe\n");
+  EXPECT_NE(m.find(at + "2: preload is a flag"), std::string::npos) << m;
+  m = error("nodes 2\nhalt myjob\n");
+  EXPECT_NE(m.find(at + "2: 'halt' cannot be set"), std::string::npos) << m;
+  m = error("capacity 1K\n");
+  EXPECT_NE(m.find(at + "1: --capacity 1K"), std::string::npos) << m;
+  unlink(path);
+}
+
 TEST(RunOptionsTest, ConfigFileThenEnvironmentThenCommandLine) {
   char path[] = "/tmp/dlckpt_run_options_XXXXXX";
   int fd = mkstemp(path);
@@ -266,7 +307,8 @@ TEST(RunOptionsTest, BadInputIsNamed) {
   EXPECT_NE(msg({"--kill-node", "vn1", "--", "a"}).find("without --at"), std::string::npos);
   EXPECT_NE(msg({"--kill-node", "vn1", "--at", "soon", "--", "a"}).find("checkpoint:E"), std::string::npos);
   EXPECT_NE(msg({"--nodes", "4", "--group-size", "2", "--spares", "1", "--parity", "spares", "--", "a"})
-                .find("cannot give 2 group(s)"),
+                .find("--parity spares needs 2 spare nodes (1 per group for 2 groups of at most 2 data nodes); "
+                      "--spares is 1: give --spares 2, a larger --group-size, or --parity auto"),
             std::string::npos);
   EXPECT_NE(msg({"--nodes", "2", "--group-size", "1", "--spares", "0", "--", "a"})
                 .find("parity spread over a group needs more than 1 data node(s) per group"),

@@ -324,7 +324,10 @@ Status Supervisor::LockRunDir() {
     struct stat held, now;
     if (fstat(fd, &held) == 0 && stat(lock_path.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
         held.st_ino == now.st_ino) {
+      // The lock file's contents (read by dlckpt-run --halt, HaltJob): the pid,
+      // then "persist DIR" when a halt drains to --persist DIR.
       std::string pid = std::to_string(getpid()) + "\n";
+      if (!o_.persist.empty()) pid += "persist " + o_.persist + "\n";
       if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
         Log("warning: cannot write the pid into " + lock_path + ": " + std::strerror(errno));
       }
@@ -579,6 +582,7 @@ Status Supervisor::LaunchApp() {
              {"DLCKPT_STORE_CAPACITY", std::to_string(o_.capacity)}};
   // Created on a halt, for SCR_Should_exit (scr/README.md; HaltDrain).
   job.env.emplace_back("DLCKPT_HALT_FILE", HaltFile());
+  if (o_.max_files > 0) job.env.emplace_back("DLCKPT_MAX_FILES", std::to_string(o_.max_files));
   if (!o_.compress.empty()) job.env.emplace_back("DLCKPT_COMPRESS", o_.compress);
   job.env.emplace_back("DLCKPT_ENCODE", o_.encode);
   // Stores holding a checkpoint are resumed by a relaunch after a recovery

@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <sys/statvfs.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
@@ -27,6 +29,21 @@
 #include "filesystem_internal.h"
 
 namespace dlckpt::fusefs {
+
+namespace {
+
+// A create (Create, Mknod, Mkdir) the store refused with ENOSPC: memfs's
+// message names the limit met (the file table, max_files, DLCKPT_MAX_FILES and
+// --max-files; or the data area) while the application only sees the errno.
+// So dlckpt-fuse says it on its stderr once per process, in the preload's words
+// (libintercept's WarnCreateFailure), ahead of its own name.
+void WarnCreateFailure(const Status& s) {
+  static std::atomic<bool> warned{false};
+  if (s.code() != ENOSPC || warned.exchange(true)) return;
+  fuse_log(FUSE_LOG_ERR, "dlckpt-fuse: %s\n", s.ToString().c_str());
+}
+
+}  // namespace
 
 // The entries of an open directory, read at Opendir (fuse_file_info::fh).
 struct Filesystem::DirHandle {
@@ -204,7 +221,10 @@ void Filesystem::Mknod(fuse_req_t req, fuse_ino_t parent, const char* name, mode
   auto path = ChildPathLocked(parent, name);
   if (!path.ok()) return ReplyError(req, path.status());
   auto fd = store_->Open(*path, O_RDWR | O_CREAT | O_EXCL, mode & 07777);
-  if (!fd.ok()) return ReplyError(req, fd.status());
+  if (!fd.ok()) {
+    WarnCreateFailure(fd.status());
+    return ReplyError(req, fd.status());
+  }
   auto info = store_->Fstat(*fd);
   (void)store_->Close(*fd);
   if (!info.ok()) return ReplyError(req, info.status());
@@ -217,7 +237,10 @@ void Filesystem::Mkdir(fuse_req_t req, fuse_ino_t parent, const char* name, mode
   auto path = ChildPathLocked(parent, name);
   if (!path.ok()) return ReplyError(req, path.status());
   Status s = store_->Mkdir(*path, mode & 07777);
-  if (!s.ok()) return ReplyError(req, s);
+  if (!s.ok()) {
+    WarnCreateFailure(s);
+    return ReplyError(req, s);
+  }
   auto info = store_->Stat(*path);
   if (!info.ok()) return ReplyError(req, info.status());
   ReplyEntryLocked(req, *info);
@@ -302,7 +325,10 @@ void Filesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mod
   auto path = ChildPathLocked(parent, name);
   if (!path.ok()) return ReplyError(req, path.status());
   auto fd = store_->Open(*path, StoreFlags(fi->flags) | O_CREAT, mode & 07777);
-  if (!fd.ok()) return ReplyError(req, fd.status());
+  if (!fd.ok()) {
+    WarnCreateFailure(fd.status());
+    return ReplyError(req, fd.status());
+  }
   auto info = store_->Fstat(*fd);
   if (!info.ok()) {
     (void)store_->Close(*fd);

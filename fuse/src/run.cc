@@ -196,6 +196,10 @@ Status Node::Start() {
   for (const auto& a : o_.fuse_args) capacity_given |= a.rfind("--capacity", 0) == 0;
   const char* cap = std::getenv("DLCKPT_STORE_CAPACITY");  // dlckpt-run's --capacity
   if (!capacity_given && cap && *cap) argv.insert(argv.end(), {"--capacity", cap});
+  bool max_files_given = false;
+  for (const auto& a : o_.fuse_args) max_files_given |= a.rfind("--max-files", 0) == 0;
+  const char* max_files = std::getenv("DLCKPT_MAX_FILES");  // dlckpt-run's --max-files
+  if (!max_files_given && max_files && *max_files) argv.insert(argv.end(), {"--max-files", max_files});
   argv.insert(argv.end(), o_.fuse_args.begin(), o_.fuse_args.end());
   DLCKPT_ASSIGN_OR_RETURN(daemon_pid_, Spawn(argv, Environment({"DLCKPT_RANK=" + std::to_string(rank_)}), false));
   g_daemon = daemon_pid_;

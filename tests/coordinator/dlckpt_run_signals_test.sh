@@ -30,6 +30,14 @@
 #                 ignores SIGTERM: a second SIGTERM ends dlckpt-run within
 #                 --term-grace (+ a margin), exit 3 (nothing drained), nothing left
 #   usr1          SIGUSR1 without --persist: nothing drained, exit 3 (not 7)
+#   halt          dlckpt-run --halt JOB from another shell (SCR's scr_halt): a job
+#                 that does not run, a left-over run directory and another user's
+#                 are refused (exit 1, naming the path and the errno); a running
+#                 --persist job is told (exit 0, saying it drains and exits 7),
+#                 drains and exits 7; once it ended, --halt is refused again
+#   maxfiles      --max-files 16 --preload: the ranks' stores hold 16 entries, the
+#                 17th create fails ENOSPC and the rank's stderr names the full
+#                 table and DLCKPT_MAX_FILES; the application's status is the run's
 #   planted       a store of the job planted by another uid before the run: the
 #                 EPERM is named, the run exits 5 (set-up; not the application's
 #                 own status, 3 for the apps, nor "recovery impossible") and
@@ -415,6 +423,57 @@ EOF
     grep -q "summary of job $job: exit 3 (halted by SIGUSR1 without --persist: nothing drained)" "$out" ||
       fail "no summary saying 'exit 3 (halted by SIGUSR1 without --persist: nothing drained)'"
     echo "usr1: exit $rc: $(grep "summary of job" "$out")"
+    ;;
+
+  halt)
+    halt() { "$bin/dlckpt-run" --halt "$@" >"$out2" 2>&1; hrc=$?; }
+    halt "${job}b"
+    [ "$hrc" = 1 ] || fail "--halt of a job that never ran: exit $hrc, expected 1"
+    grep -q "^dlckpt-run: --halt: job ${job}b is not running here: run directory /tmp/dlckpt-run.${job}b: .*\[ENOENT\]$" \
+      "$out2" || fail "--halt of a job that never ran: $(cat "$out2")"
+    mkdir -m 0700 "/tmp/dlckpt-run.${job}d" && echo 1 >"/tmp/dlckpt-run.${job}d/lock" || fail "cannot plant a run dir"
+    halt "${job}d"
+    [ "$hrc" = 1 ] || fail "--halt of a left-over run directory: exit $hrc, expected 1"
+    grep -q "^dlckpt-run: --halt: job ${job}d is not running: no dlckpt-run holds /tmp/dlckpt-run.${job}d/lock .*\[ESRCH\]$" \
+      "$out2" || fail "--halt of a left-over run directory: $(cat "$out2")"
+    if [ "$(id -u)" = 0 ]; then
+      mkdir -m 0700 "/tmp/dlckpt-run.${job}c" && chown 65534:65534 "/tmp/dlckpt-run.${job}c" || fail "cannot plant"
+      halt "${job}c"
+      [ "$hrc" = 1 ] || fail "--halt of another user's job: exit $hrc, expected 1"
+      grep -q "^dlckpt-run: --halt: job ${job}c is not yours: its run directory /tmp/dlckpt-run.${job}c belongs to uid 65534, not to uid 0 \[EPERM\]$" \
+        "$out2" || fail "--halt of another user's job: $(cat "$out2")"
+    fi
+    start_run --job "$job" --nodes 2 --spares 1 --persist "$tmpd/persist" -- "${app[@]}"
+    wait_for "ckpt_app: iteration 1 checkpointed"
+    halt "$job"
+    [ "$hrc" = 0 ] || fail "--halt $job: exit $hrc: $(cat "$out2")"
+    grep -qF "dlckpt-run: halt requested for job $job (SIGUSR1 to dlckpt-run, pid $pid): it drains the newest protected epoch to $tmpd/persist, stops the job and exits 7" \
+      "$out2" || fail "--halt does not say what happens: $(cat "$out2")"
+    said=$(cat "$out2")
+    wait_exit "$pid" 60
+    wait_gone "$job"
+    [ "$rc" = 7 ] || fail "halted with --persist: exit $rc, expected 7"
+    grep -q "summary of job $job: exit 7 (halted by SIGUSR1; epoch [0-9]* drained" "$out" ||
+      fail "no summary saying 'exit 7 (halted by SIGUSR1; epoch N drained'"
+    halt "$job"
+    [ "$hrc" = 1 ] && grep -q "ENOENT" "$out2" || fail "--halt of an ended job: exit $hrc: $(cat "$out2")"
+    echo "halt: $said; $(grep "summary of job" "$out")"
+    ;;
+
+  maxfiles)
+    # Each rank creates 20 files under /dlckpt (an application that never calls
+    # dlckpt_init: only the preload's store matters here).
+    timeout -k 5 120 "$bin/dlckpt-run" --job "$job" --nodes 2 --spares 1 --preload --capacity 32M --max-files 16 -- \
+      sh -c 'echo "max files: $DLCKPT_MAX_FILES"; i=0; while [ $i -lt 20 ]; do true >/dlckpt/f$i || exit 9; i=$((i + 1)); done' \
+      >"$out" 2>&1
+    rc=$?
+    [ "$rc" = 9 ] || fail "20 files in stores of 16 entries: exit $rc, expected the application's 9"
+    grep -q "^max files: 16$" "$out" || fail "the ranks do not get DLCKPT_MAX_FILES=16"
+    grep -q "f16: file table full: 16 files and directories (max_files 16); create the store with more: DLCKPT_MAX_FILES" \
+      "$out" || fail "no message naming the full table and DLCKPT_MAX_FILES"
+    grep -q "No space left on device" "$out" || fail "not ENOSPC"
+    wait_gone "$job"
+    echo "maxfiles: exit $rc: $(grep -m1 "file table full" "$out")"
     ;;
 
   planted)

@@ -226,7 +226,7 @@ Status Service::Hello(const protocol::Hello& h) {
   auto formed = FormGroups(infos, go);
   protection_.clear();
   for (int k = cfg_.spares_per_group; !formed.ok() && k >= 1; --k) {
-    for (int g = go.group_size; !formed.ok() && g <= data_nodes; ++g) {
+    for (int g = go.group_size; !formed.ok() && g <= std::max(go.group_size, data_nodes); ++g) {
       GroupOptions alt{g, k, cfg_.parity};
       auto f = FormGroups(infos, alt);
       if (f.ok()) {

@@ -82,7 +82,8 @@ for (( i = 0; i < runs; i++ )); do
       (( e + 1 < last )) || break
       kill_args+=(--kill-node "vn${order[$x]}" --at "$(when "$e")")
     done
-  elif (( RANDOM % 2 )); then
+  else
+  if (( RANDOM % 2 )); then
     scheme=rs layout=(--nodes 4 --spares 2 --scheme rs); nnodes=6
   else
     scheme=xor layout=(--nodes 4 --spares 1 --scheme xor); nnodes=5
@@ -99,6 +100,7 @@ for (( i = 0; i < runs; i++ )); do
     [ "$a" = "$b" ] && b=$(( (a + 1) % 4 ))
     kill_args=(--kill-node "vn$a,vn$b" --at "checkpoint:$e1")
     expect=3  # two data nodes of the one XOR group at once
+  fi
   fi
   j="$tag$i"
   start=$(date +%s)

@@ -86,7 +86,7 @@ config)
   rc=$?
   rm -f "$conf"
   [ $rc = 2 ] || fail "an unknown option in the file: exit $rc, expected 2"
-  grep -q "configuration file $conf: unknown option --bogus" "$out" || fail "the error does not name the file"
+  grep -q "configuration file $conf:2: unknown option --bogus" "$out" || fail "the error does not name the file and line"
   ;;
 progress)
   DLCKPT_PROGRESS_AFTER=0 run --nodes 4 --spares 2 --group-size 2 --kill-node vn1 --at checkpoint:2 -- \

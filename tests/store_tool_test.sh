@@ -16,7 +16,9 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$bin" --help | grep -q "usage: dlckpt-store" || fail "--help"
+# Whole output first: grep -q may end before the tool has written all of it
+# (SIGPIPE, which pipefail would report).
+"$bin" --help >"$tmp/help" && grep -q "usage: dlckpt-store" "$tmp/help" || fail "--help"
 "$bin" create "$store" --capacity 8M --block-size 4K --job tooltest$$ --node n0 --rank 0
 head -c 300000 /dev/urandom > "$tmp/data"
 "$bin" put "$store" /dlckpt/app/ckpt.0 "$tmp/data"

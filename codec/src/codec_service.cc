@@ -33,6 +33,7 @@
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/memfs/memfs.h"
 #include "dlckpt/control/protocol.h"
+#include "dlckpt/control/stripes.h"
 #include "parity.h"
 
 namespace dlckpt::codec {
@@ -61,6 +62,16 @@ std::vector<Extent> SliceExtents(std::span<const Extent> extents, uint64_t offse
     if (start >= end) break;
   }
   return out;
+}
+
+uint64_t SpreadSegmentOf(const std::vector<protocol::MemberRecord>& members, uint32_t n, uint32_t k) {
+  uint64_t longest = 0;
+  for (const auto& m : members) {
+    uint64_t len = 0;
+    for (uint64_t size : m.sizes) len += size;
+    longest = std::max(longest, len);
+  }
+  return control::SpreadSegmentBytes(longest, n, k);
 }
 
 ReduceTransport::ProgressFn ProgressEvents(events::Event event) {

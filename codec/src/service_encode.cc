@@ -190,13 +190,7 @@ Status Service::EncodeSpread(const Group& g, protocol::ParityReport info, uint64
                              std::span<const Extent> image) {
   const uint32_t n = static_cast<uint32_t>(g.n()), k = static_cast<uint32_t>(g.k());
   DLCKPT_ASSIGN_OR_RETURN(auto code, ErasureCode::Create(g.scheme(), static_cast<int>(n - k), static_cast<int>(k)));
-  uint64_t longest = 0;
-  for (const auto& m : info.members) {
-    uint64_t len = 0;
-    for (uint64_t size : m.sizes) len += size;
-    longest = std::max(longest, len);
-  }
-  const uint64_t seg = control::SpreadSegmentBytes(longest, n, k);
+  const uint64_t seg = internal::SpreadSegmentOf(info.members, n, k);
   const uint32_t me = static_cast<uint32_t>(role_.index);
   info.index = me;
   // This member's parity object: segment j is parity j of stripe (me - j) mod

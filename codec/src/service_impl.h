@@ -56,6 +56,9 @@ double Now();
 // Bytes [offset, offset + len) of the image `extents` describe, as extents
 // (fewer bytes, or none, past the image's end).
 std::vector<Extent> SliceExtents(std::span<const Extent> extents, uint64_t offset, uint64_t len);
+// The spread segment (control::SpreadSegmentBytes) of a group whose members'
+// image sizes `members` record: the encode and the rebuild cut alike.
+uint64_t SpreadSegmentOf(const std::vector<control::protocol::MemberRecord>& members, uint32_t n, uint32_t k);
 // What this process brings to an agreement on a transport's outcome: its
 // own error, or OK when it only learned that another rank failed
 // (ECANCELED from ReduceTransport::Run), so that the agreed error is the

@@ -185,16 +185,7 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
   // (spread: segments of them; dlckpt/control/stripes.h).
   auto code = ErasureCode::Create(*scheme, static_cast<int>(spread ? n - k : n), static_cast<int>(k));
   if (!code.ok()) return c_->Agree(code.status(), label);
-  uint64_t seg = 0;  // spread: segment bytes
-  if (spread) {
-    uint64_t longest = 0;
-    for (const auto& m : info.members) {
-      uint64_t len = 0;
-      for (uint64_t size : m.sizes) len += size;
-      longest = std::max(longest, len);
-    }
-    seg = control::SpreadSegmentBytes(longest, n, k);
-  }
+  const uint64_t seg = spread ? internal::SpreadSegmentOf(info.members, n, k) : 0;  // spread: segment bytes
   // My outputs: lost members rebuilt here, split back into their stores.
   struct Target {
     const protocol::MemberRecord* member;

@@ -11,7 +11,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   mpich libmpich-dev \
   libisal-dev liblz4-dev \
   libfuse3-dev fuse3 \
-  libgtest-dev libgmock-dev libbenchmark-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev \
   clang libclang-rt-14-dev \
   fio iproute2 python3 help2man \
   glusterfs-server glusterfs-client \

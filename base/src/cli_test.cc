@@ -1,0 +1,68 @@
+#include "dlckpt/base/cli.h"
+
+#include <gtest/gtest.h>
+
+namespace dlckpt::cli {
+namespace {
+
+struct Tool {
+  CLI::App app{"a test tool", "dlckpt-test"};
+  int nodes = 2;
+  int spares = 1;
+  bool keep = false;
+  std::string scheme;
+  Tool() {
+    app.add_option("-n,--nodes", nodes, "data nodes");
+    app.add_option("--spares", spares, "spare nodes");
+    app.add_option("--scheme", scheme, "xor or rs");
+    app.add_flag("--keep", keep, "keep the stores");
+  }
+};
+
+TEST(CliTest, ParsesInOrder) {
+  Tool t;
+  ASSERT_TRUE(ParseArgs(t.app, {"--nodes", "4", "--keep", "--scheme=rs"}).ok());
+  EXPECT_EQ(t.nodes, 4);
+  EXPECT_TRUE(t.keep);
+  EXPECT_EQ(t.scheme, "rs");
+}
+
+TEST(CliTest, UnknownOptionGetsTheClosestOne) {
+  Tool t;
+  Status st = ParseArgs(t.app, {"--node", "4"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), EINVAL);
+  EXPECT_NE(st.message().find("unknown option --node"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("did you mean --nodes?"), std::string::npos) << st.message();
+  Tool u;
+  st = ParseArgs(u.app, {"--sheme=xor"});
+  EXPECT_NE(st.message().find("did you mean --scheme?"), std::string::npos) << st.message();
+}
+
+TEST(CliTest, NothingCloseSuggestsNothing) {
+  Tool t;
+  EXPECT_EQ(Suggest(t.app, "--bandwidth"), "");
+  EXPECT_EQ(Suggest(t.app, "--kep"), "--keep");
+  EXPECT_EQ(Suggest(t.app, "--spare"), "--spares");
+  const Status st = ParseArgs(t.app, {"--bandwidth", "3"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().find("did you mean"), std::string::npos) << st.message();
+}
+
+TEST(CliTest, BadValueIsAnError) {
+  Tool t;
+  const Status st = ParseArgs(t.app, {"--nodes", "four"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("nodes"), std::string::npos) << st.message();
+}
+
+TEST(CliTest, HelpIsNotAnError) {
+  Tool t;
+  bool help = false;
+  EXPECT_TRUE(ParseArgs(t.app, {"--help"}, &help).ok());
+  EXPECT_TRUE(help);
+  EXPECT_NE(t.app.help().find("--nodes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlckpt::cli

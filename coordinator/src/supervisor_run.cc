@@ -135,8 +135,16 @@ Supervisor::Step Supervisor::AppEnded(int app_status) {
   TearDownJobs();
   const int code = WIFEXITED(app_status) ? WEXITSTATUS(app_status) : 1;
   if (!app_initialised_ && stats_.checkpoints == 0 && !Terminating()) {
-    Log("warning: the application never called dlckpt_init, so nothing was checkpointed: link it with "
-        "dlckpt (CMake: dlckpt::api and dlckpt_intercept(); see README.md) or run it with --preload");
+    if (o_.preload) {
+      // The preload routes /dlckpt to the stores, but only the API takes checkpoints.
+      Log("warning: the application never called dlckpt_init, so nothing was checkpointed: under --preload "
+          "what it wrote under /dlckpt went to this run's stores, but a program that never calls the API "
+          "(IOR, mdtest, any unmodified tool) takes no checkpoint; call dlckpt_checkpoint() (dlckpt/dlckpt.h) "
+          "or SCR's API, or run it on a dlckpt-fuse mount and checkpoint with `dlckpt-ctl checkpoint`");
+    } else {
+      Log("warning: the application never called dlckpt_init, so nothing was checkpointed: link it with "
+          "dlckpt (CMake: dlckpt::api and dlckpt_intercept(); see README.md) or run it with --preload");
+    }
     return Finish(code, "the application never called dlckpt_init");
   }
   return EndUnlessSignalled(code);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What dlckpt-run tells a new user (issue 21, items 6-9):
 #   notlinked  a binary without dlckpt and without --preload: a warning that it
-#              never called dlckpt_init, and the summary says so;
+#              never called dlckpt_init, and the summary says so; under
+#              --preload the warning says an unmodified program takes no checkpoint;
 #   noprogram  a program that does not exist: refused before any launch (exit
 #              5), never treated as a node failure;
 #   appfails   an application that fails before dlckpt_init: its own status,
@@ -41,6 +42,13 @@ notlinked)
   grep -q "warning: the application never called dlckpt_init.*--preload" "$out" || fail "no warning about dlckpt_init"
   grep -q "summary of job $job: exit 0 (the application never called dlckpt_init); 0 checkpoint(s)" "$out" ||
     fail "the summary does not say the application never called dlckpt_init"
+  # Under --preload the hint to use --preload would be wrong: say what is true.
+  run --preload --nodes 2 --spares 1 -- true
+  rc=$?
+  [ $rc = 0 ] || fail "true under --preload: exit $rc"
+  grep -q "warning: the application never called dlckpt_init.*under --preload.*takes no checkpoint.*dlckpt-ctl checkpoint" "$out" ||
+    fail "under --preload, no warning that an unmodified program takes no checkpoint"
+  grep -q "or run it with --preload" "$out" && fail "under --preload, the warning still suggests --preload"
   ;;
 noprogram)
   run --nodes 2 --spares 1 -- ./no-such-program-$$ --x

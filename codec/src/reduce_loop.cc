@@ -47,6 +47,11 @@ void ReduceTransport::Impl::ComputeItem(const Ring& r, const Item& item, uint8_t
   const std::span<uint8_t* const> out_span(outs, static_cast<size_t>(r.m));
   ForEachPiece(item.off, item.len, [&](const uint8_t* src, size_t at, size_t take) {
     for (int j = 0; j < r.m; ++j) outs[j] = buf + j * item.len + at;
+    if (src == nullptr) {  // a hole: zeros, which add nothing
+      if (item.t == 0)
+        for (int j = 0; j < r.m; ++j) std::memset(outs[j], 0, take);
+      return;
+    }
     if (item.t == 0) {
       r.comb->Set(src_, src, take, out_span);
     } else {
@@ -141,6 +146,11 @@ Status ReduceTransport::Impl::Step(const ReduceSpec& spec, int ri, OutputSink* s
     if (rc != MPI_SUCCESS) return Fail("MPI_Isend to rank " + std::to_string(r.succ), rc);
     Post(Kind::kRingSend, ri, b, 0, 0, req);
     stats->bytes_sent += r.m * len;
+  } else if (scatter_) {
+    // This source's own segment (ScatterSegment), fully reduced.
+    const uint64_t seg_begin = static_cast<uint64_t>(src_) * r.seg_len;
+    for (int jl = 0; jl < r.m; ++jl) Deliver(sink, r.outputs[jl], item.off - seg_begin, r.bufs[b] + jl * len, len);
+    r.free_send.push_back(b);
   } else {
     for (int jl = 0; jl < r.m; ++jl) {
       const int j = r.outputs[jl];
@@ -218,7 +228,7 @@ Status ReduceTransport::Impl::Loop(const ReduceSpec& spec, OutputSink* sink, Red
               if (r.folder >= 0 && r.folder == src_ && mode_[msg.output] != Mode::kDiscard) {
                 const double t0 = NowSeconds();  // add this rank's own contribution
                 ForEachPiece(msg.off, msg.len, [&](const uint8_t* src, size_t at, size_t take) {
-                  comb_->AccumulateOne(msg.output, src_, src, take, slice + at);
+                  if (src != nullptr) comb_->AccumulateOne(msg.output, src_, src, take, slice + at);
                 });
                 stats->compute_seconds += NowSeconds() - t0;
               }

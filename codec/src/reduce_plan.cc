@@ -23,6 +23,10 @@ uint64_t Mix(uint64_t h, uint64_t v) {
 
 }  // namespace
 
+uint64_t ScatterSegment(uint64_t length, int sources) {
+  return sources > 0 ? internal::RoundUp(internal::DivUp(length, static_cast<uint64_t>(sources)), internal::kAlign) : 0;
+}
+
 using internal::DivUp;
 using internal::kAlign;
 using internal::kOwnerWindow;
@@ -34,8 +38,17 @@ using internal::RoundUp;
 Status ReduceTransport::Impl::Validate(const ReduceSpec& spec, OutputSink* sink) {
   if (!spec.combination) return Status::InvalidArgument(where_ + ": spec has no combination");
   const int m = spec.combination->outputs(), s = spec.combination->sources();
+  if (spec.scatter && (!spec.output_ranks.empty() || spec.source_ranks.size() != static_cast<size_t>(s))) {
+    return Status::InvalidArgument(where_ + ": a scatter spec lists " + std::to_string(spec.output_ranks.size()) +
+                                   " output ranks (must be none) and " + std::to_string(spec.source_ranks.size()) +
+                                   " source ranks for a combination of " + std::to_string(s) + " sources");
+  }
+  if (spec.scatter && sink == nullptr &&
+      std::find(spec.source_ranks.begin(), spec.source_ranks.end(), rank_) != spec.source_ranks.end()) {
+    return Status::InvalidArgument(where_ + ": this rank owns a segment of a scatter but has no sink");
+  }
   if (spec.source_ranks.size() != static_cast<size_t>(s) ||
-      spec.output_ranks.size() != static_cast<size_t>(m)) {
+      (!spec.scatter && spec.output_ranks.size() != static_cast<size_t>(m))) {
     return Status::InvalidArgument(
         where_ + ": spec lists " + std::to_string(spec.source_ranks.size()) + " source and " +
         std::to_string(spec.output_ranks.size()) + " output ranks for a combination of " +
@@ -77,7 +90,7 @@ uint64_t ReduceTransport::Impl::SpecHash(const ReduceSpec& spec) const {
   for (int r : spec.source_ranks) h = Mix(h, static_cast<uint64_t>(r));
   h = Mix(h, 0xffff);
   for (int r : spec.output_ranks) h = Mix(h, static_cast<uint64_t>(r));
-  return h;
+  return Mix(h, spec.scatter ? 1 : 0);
 }
 
 // Rings and the chunk size, computed alike on every rank from the spec.
@@ -85,10 +98,11 @@ Status ReduceTransport::Impl::BuildRings(const ReduceSpec& spec) {
   std::map<int, std::vector<int>> by_folder;  // folder source index (or -1) -> outputs
   for (int j = 0; j < m_; ++j) {
     int folder = -1;
-    for (int i = 0; i < s_ && s_ >= 2; ++i)
+    for (int i = 0; i < s_ && s_ >= 2 && !spec.scatter; ++i)
       if (spec.source_ranks[i] == spec.output_ranks[j]) folder = i;
     by_folder[folder].push_back(j);
   }
+  scatter_ = spec.scatter;
   rings_.clear();
   size_t units = 0;  // member buffers x outputs, summed over rings
   for (auto& [folder, outputs] : by_folder) {
@@ -104,7 +118,7 @@ Status ReduceTransport::Impl::BuildRings(const ReduceSpec& spec) {
       if (i == src_) r.pos = r.size();
       r.members.push_back(i);
     }
-    for (int j : outputs) r.owner = r.owner || spec.output_ranks[j] == rank_;
+    for (int j : outputs) r.owner = r.owner || (!spec.scatter && spec.output_ranks[j] == rank_);
     if (r.m == m_) {
       r.comb = spec.combination;
     } else {
@@ -163,6 +177,9 @@ void ReduceTransport::Impl::Setup(Ring& r, uint64_t length) {
   r.nc = static_cast<int>(DivUp(r.seg_len, r.chunk));
 
   auto chunk_range = [&](int seg, int c, uint64_t* off, size_t* len) {
+    // A scatter ring's member q ends with segment q (not q + 1): the segments
+    // are rotated by one.
+    if (scatter_) seg = (seg + S - 1) % S;
     uint64_t seg_begin = static_cast<uint64_t>(seg) * r.seg_len;
     uint64_t seg_end = std::min(length, seg_begin + r.seg_len);
     uint64_t a = seg_begin + static_cast<uint64_t>(c) * r.chunk;

@@ -134,15 +134,10 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
     for (int i = 0; i < s_; ++i)
       if (spec.source_ranks[i] == rank_) src_ = i;
     for (int j = 0; j < m_; ++j)
-      if (spec.output_ranks[j] == rank_) owned_.push_back(j);
+      if (spec.scatter ? src_ >= 0 : spec.output_ranks[j] == rank_) owned_.push_back(j);
     if (src_ >= 0) {
       for (const Extent& e : input) {
         if (e.len == 0) continue;
-        if (e.data == nullptr) {
-          local = Status::InvalidArgument(where_ + ": input extent at offset " +
-                                          std::to_string(my_len_) + " has no data");
-          break;
-        }
         extents_.push_back(e);
         ext_off_.push_back(my_len_);
         my_len_ += e.len;
@@ -176,8 +171,13 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
   mode_.assign(m_, Mode::kDiscard);
   target_.assign(m_, nullptr);
   failed_.assign(m_, 0);
+  // A scatter source owns its segment of each output (ScatterSegment).
+  const uint64_t owned_len =
+      !spec.scatter ? stats.length
+                    : std::min(ScatterSegment(stats.length, s_),
+                               stats.length - std::min<uint64_t>(stats.length, src_ * ScatterSegment(stats.length, s_)));
   for (int j : owned_) {
-    Result<uint8_t*> buf = sink->Begin(j, stats.length);
+    Result<uint8_t*> buf = sink->Begin(j, owned_len);
     if (!buf.ok()) {
       if (sink_error_.ok())
         sink_error_ = buf.status().Prefixed(where_ + ": output " + std::to_string(j));

@@ -191,7 +191,7 @@ class ReduceTransport::Impl {
     pending_.push_back({kind, ring, a, b, c});
   }
   // Calls fn(src, offset - off, len) for the pieces of this source's image
-  // within [off, off + len).
+  // within [off, off + len); src is null for a hole (zeros).
   template <class Fn>
   void ForEachPiece(uint64_t off, size_t len, Fn fn) const;
   void ComputeItem(const Ring& r, const Item& item, uint8_t* buf, ReduceStats* stats);
@@ -217,6 +217,7 @@ class ReduceTransport::Impl {
   // Per Run.
   const Combination* comb_ = nullptr;
   int m_ = 0, s_ = 0;
+  bool scatter_ = false;  // ReduceSpec::scatter
   int src_ = -1;  // this rank's source index (coefficient column), -1 if none
   std::vector<int> owned_;
   std::vector<Ring> rings_;
@@ -242,7 +243,8 @@ void ReduceTransport::Impl::ForEachPiece(uint64_t off, size_t len, Fn fn) const 
   for (uint64_t pos = off; pos < end; ++e) {
     const uint64_t ext_end = ext_off_[e] + extents_[e].len;
     const size_t take = static_cast<size_t>(std::min(end, ext_end) - pos);
-    fn(extents_[e].data + (pos - ext_off_[e]), static_cast<size_t>(pos - off), take);
+    const uint8_t* data = extents_[e].data;  // null: a hole
+    fn(data != nullptr ? data + (pos - ext_off_[e]) : nullptr, static_cast<size_t>(pos - off), take);
     pos += take;
   }
 }

@@ -220,7 +220,43 @@ Status Service::EncodeSpread(const Group& g, protocol::ParityReport info, uint64
   sink.keep = keep;
   sink.seg = seg;
   sink.k = k;
+  if (k == 1 && code->encoder()->is_xor()) {
+    // XOR: one reduce-scatter of every stripe at once. Member i's input puts
+    // its segment of stripe s at s·seg (a hole for its own stripe and past the
+    // end of its image), and it owns segment i of the sum: its parity.
+    std::vector<Extent> input;
+    for (uint32_t s = 0; s < n; ++s) {
+      uint64_t len = 0;
+      if (s != me) {
+        for (const Extent& e : internal::SliceExtents(image, uint64_t{control::SpreadSegmentOf(n, k, me, s)} * seg, seg)) {
+          input.push_back(e);
+          len += e.len;
+        }
+      }
+      if (len < seg) input.push_back({nullptr, static_cast<size_t>(seg - len)});
+    }
+    ReduceSpec spec;
+    spec.label = label + " (spread)";
+    DLCKPT_ASSIGN_OR_RETURN(spec.combination, Combination::Create(1, static_cast<int>(n), std::vector<uint8_t>(n, 1)));
+    for (uint32_t m = 0; m < n; ++m) spec.source_ranks.push_back(static_cast<int>(m));
+    spec.scatter = true;
+    auto stats = group_transport_->Run(spec, input, &sink);
+    if (!stats.ok()) return stats.status();
+    if (sink.base == nullptr) return Status::Error(EPROTO, label + ": no spread parity reached member " + cfg_.node);
+    return parity_.Complete();
+  }
+  // Reed-Solomon: one run per stripe (member i's coefficient differs per
+  // stripe); rank 0 reports the progress of all of them as one.
+  auto stripe = std::make_shared<uint32_t>(0);
+  if (rank_ == 0) {
+    auto report = std::make_shared<ReduceTransport::ProgressFn>(
+        internal::ProgressEvents(events::EncodeProgress(info.epoch, 0, 0, 0)));
+    group_transport_->set_progress([report, stripe, n](uint64_t done, uint64_t total) {
+      (*report)(*stripe * total + done, n * total);
+    });
+  }
   for (uint32_t s = 0; s < n; ++s) {
+    *stripe = s;
     ReduceSpec spec;
     spec.label = label + " (stripe " + std::to_string(s) + ")";
     spec.combination = code->encoder();
@@ -232,6 +268,10 @@ Status Service::EncodeSpread(const Group& g, protocol::ParityReport info, uint64
     }
     auto stats = group_transport_->Run(spec, input, &sink);
     if (!stats.ok()) return stats.status();
+    if (getenv("DLCKPT_CODEC_TRACE")) {
+      Log(spec.label + ": " + Fixed(stats->seconds) + " s, kernels " + Fixed(stats->compute_seconds) + " s, " +
+          std::to_string(stats->bytes_received >> 10) + " KiB received");
+    }
   }
   if (sink.base == nullptr) return Status::Error(EPROTO, label + ": no spread parity segment reached member " + cfg_.node);
   return parity_.Complete();

@@ -8,7 +8,9 @@
 // against the whole-stripe math; lose 1 (XOR) or k (RS) chunks, rebuild on
 // spares (which are also sources, in the ring or folding their parity in) or
 // on a fresh rank (owner only), with the zero-copy, the Write() and the
-// in-order (OrderedSink) sinks, and byte-compare; lose k + 1 chunks in group
+// in-order (OrderedSink) sinks, and byte-compare; a reduce-scatter of the
+// data chunks with holes in their images (ReduceSpec::scatter), each segment
+// compared with the whole-stripe parity; lose k + 1 chunks in group
 // 0: a clean error naming the group; mismatched specs: an error on every
 // rank, after which the transport still works; standby ranks must not spin.
 //
@@ -199,6 +201,65 @@ class GroupTest {
           want[j].size());
     parity_ = Bytes(got.begin(), got.end());
     parity_epoch_ = epoch;
+  }
+
+  // A reduce-scatter of the stripe (ReduceSpec::scatter): every data chunk
+  // holds a hole (a null extent, zeros) in its image, and owns its segment of
+  // every parity, compared with the whole-stripe math.
+  void ScatterEncode(int epoch, bool counting_sink) {
+    std::string label = "group " + std::to_string(g_.id) + " scatter epoch " + std::to_string(epoch);
+    const uint64_t hole = 4096 * static_cast<uint64_t>(1 + chunk_ % 3) + static_cast<uint64_t>(epoch);
+    auto with_hole = [&](int c) {  // chunk c's image with the hole in its middle, as bytes
+      Bytes b = Data(c, epoch);
+      const uint64_t h = 4096 * static_cast<uint64_t>(1 + c % 3) + static_cast<uint64_t>(epoch);
+      b.insert(b.begin() + static_cast<std::ptrdiff_t>(b.size() / 2), h, 0);
+      return b;
+    };
+    Scattered head, tail;
+    std::vector<Extent> input;
+    if (is_data()) {
+      const Bytes mine = Data(chunk_, epoch);
+      const size_t half = mine.size() / 2;
+      head = Scatter(Bytes(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(half)), epoch * 31 + chunk_);
+      tail = Scatter(Bytes(mine.begin() + static_cast<std::ptrdiff_t>(half), mine.end()), epoch * 37 + chunk_);
+      input = head.extents;
+      input.push_back({nullptr, hole});
+      input.insert(input.end(), tail.extents.begin(), tail.extents.end());
+    }
+    ReduceSpec spec;
+    spec.label = label;
+    spec.combination = code_.encoder();
+    for (int i = 0; i < n(); ++i) spec.source_ranks.push_back(i);
+    spec.scatter = true;
+    BufferSink buffer_sink;
+    CountingSink counting;
+    OutputSink* sink = counting_sink ? static_cast<OutputSink*>(&counting) : &buffer_sink;
+    auto stats = t_->Run(spec, input, is_data() ? sink : nullptr);
+    CHECK(stats.ok(), "%s", stats.status().ToString().c_str());
+    if (!stats.ok() || !is_data()) return;
+    std::vector<Bytes> data;
+    size_t len = 0;
+    for (int i = 0; i < n(); ++i) {
+      data.push_back(with_hole(i));
+      len = std::max(len, data.back().size());
+    }
+    CHECK(stats->length == len, "%s: L = %llu, expected %zu", label.c_str(),
+          static_cast<unsigned long long>(stats->length), len);
+    std::vector<Bytes> parity(k(), Bytes(len));
+    std::vector<std::span<const uint8_t>> dv(data.begin(), data.end());
+    std::vector<std::span<uint8_t>> pv(parity.begin(), parity.end());
+    CHECK(code_.Encode(dv, pv).ok(), "reference encode");
+    const uint64_t seg = ScatterSegment(len, n());
+    const uint64_t begin = std::min<uint64_t>(len, seg * static_cast<uint64_t>(chunk_));
+    const uint64_t end = std::min<uint64_t>(len, begin + seg);
+    for (int j = 0; j < k(); ++j) {
+      std::span<const uint8_t> got = counting_sink ? counting.output(j) : buffer_sink.output(j);
+      CHECK(got.size() == end - begin &&
+                std::equal(got.begin(), got.end(), parity[j].begin() + static_cast<std::ptrdiff_t>(begin)),
+            "%s: segment %d of parity %d differs (%zu bytes, expected %llu)", label.c_str(), chunk_, j,
+            got.size(), static_cast<unsigned long long>(end - begin));
+    }
+    CHECK(!counting_sink || counting.finished_ || end == begin, "%s: segment not finished", label.c_str());
   }
 
   enum class SinkKind { kBuffer, kCounting, kOrdered };
@@ -427,6 +488,7 @@ int main(int argc, char** argv) {
   const int n = group.n(), k = group.k();
   for (int epoch = 0; epoch < 3; ++epoch) {
     t.Encode(epoch);
+    t.ScatterEncode(epoch, epoch % 2 == 1);
     // k data chunks lost (fewer if the group is small), rebuilt on the spares,
     // each spare both a source (its parity) and the owner of one output.
     std::vector<int> lost, targets;

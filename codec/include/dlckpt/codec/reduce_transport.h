@@ -33,7 +33,9 @@
 // - Sources: `input` is this rank's image as a list of extents read in place
 //   (zero-copy, any lengths and alignment, empty extents allowed); it must
 //   stay valid and unchanged until Run returns. Inputs shorter than L are
-//   implicitly zero-padded. Non-source ranks pass an empty span.
+//   implicitly zero-padded, and an extent whose data is null reads as its
+//   length of zeros (a hole, added for nothing). Non-source ranks pass an
+//   empty span.
 // - Owners: `sink` receives every byte of [0, L) of each owned output exactly
 //   once, in arbitrary order (see OutputSink; OrderedSink restores order);
 //   L = 0 calls Begin and Finish only.
@@ -76,7 +78,16 @@ struct ReduceSpec {
   std::shared_ptr<const Combination> combination;  // m outputs x s sources
   std::vector<int> source_ranks;  // s distinct ranks; rank of source i (also the ring order)
   std::vector<int> output_ranks;  // m ranks; owner of output j (may repeat, may be a source)
+  // Reduce-scatter instead: output_ranks is empty, every output is cut into
+  // s segments of ScatterSegment(L, s) bytes (the last one shorter or empty)
+  // and source i owns segment i of each output. Its sink sees that segment as
+  // the whole output: Begin(j, segment length), offsets from the segment's
+  // start. One ring of all sources; nothing is sent after its last hop.
+  bool scatter = false;
 };
+
+// The segment length of a scatter Run of padded length L over s sources.
+uint64_t ScatterSegment(uint64_t length, int sources);
 
 // Where an owner's outputs go. Called only on the thread running Run.
 class OutputSink {

@@ -33,6 +33,9 @@
 #   sppm-poweroff  sppm-mini-dlckpt, 4+1 XOR, node 2 powered off after checkpoint 2, with
 #                  --heartbeat-timeout 1 (the others use the default, 1.5 s)
 #   sppm-rs        sppm-mini-dlckpt, 4+2 RS, node 0 crashes and node 2 is powered off at once
+#   spread         ckpt_app, 4+0 XOR with --parity spread (the parity on the members), node 1
+#                  crashes after checkpoint 2: rebuilt from the survivors' parity, its rank
+#                  relaunched on a surviving host (oversubscribed, and dlckpt-run says so)
 # A power-off must be detected by heartbeats between timeout - 2 periods (the last beat may
 # come a little more than a period before the link is cut) and min(timeout + 1.2 s, 3 s).
 # Every successful run must print the checksum of a failure-free run of the same program
@@ -115,6 +118,8 @@ case $SCENARIO in
                  poweroff=1 hb_timeout=1.0 ;;
   sppm-rs)       app=("${sppm[@]}"); data=4 spares=2 scheme=rs
                  inject=(--kill-node @0 --at checkpoint:3 --poweroff-node @2 --at checkpoint:3) ;;
+  spread)        app=("${ckpt[@]}"); data=4 spares=0 scheme=xor; inject=(--kill-node @1 --at checkpoint:2+0.02)
+                 extra=(--parity spread) ;;
   *) echo "recovery_test.sh: unknown scenario '$SCENARIO'" >&2; exit 2 ;;
 esac
 readonly NODES=$((data + spares))
@@ -235,6 +240,9 @@ if ((expect_rc == 0)); then
   [[ $got == "$ref" ]] || fail "checksum(s) '$got' differ from the failure-free run's '$ref'"
   if ((${#inject[@]})); then
     grep -q "^METRIC recovery_seconds" "$OUT/run.log" || fail "no recovery METRIC line"
+    if [[ $SCENARIO == spread ]]; then
+      grep -q "(oversubscribed)" "$OUT/run.log" || fail "no line saying the lost node's rank runs oversubscribed"
+    fi
     if [[ ${app[0]} == */ckpt_app ]]; then
       grep -q "checkpoint verified" "$OUT/run.log" || fail "ckpt_app did not restart from a verified checkpoint"
     else

@@ -230,6 +230,15 @@ class Supervisor {
   // codec's elapsed time in the newest such event).
   std::map<std::string, std::pair<uint64_t, std::unique_ptr<Progress>>> progress_;
   double progress_seconds_ = 0;
+  // A commit in progress (kCkptBegin seen, kCkptCommit not yet): its epoch,
+  // when it began (0: none) and when it was last reported; one line every
+  // 2 s once it has run $DLCKPT_PROGRESS_AFTER seconds (default 2), and one
+  // when it ends if any was printed (CommitProgress).
+  struct {
+    uint64_t epoch = 0;
+    double began = 0, reported = 0;
+  } commit_;
+  void CommitProgress(double now, const events::Event* end);
 };
 
 }  // namespace dlckpt::run

@@ -59,7 +59,13 @@ void Supervisor::HandleEvent(const events::Event& e) {
     case Kind::kProtection:
       Log("warning: codec protection " + e.text);
       break;
+    case Kind::kCkptBegin:
+      commit_.epoch = e.epoch;
+      commit_.began = Now();
+      commit_.reported = 0;
+      break;
     case Kind::kCkptCommit:
+      CommitProgress(Now(), &e);
       // A round whose commit failed (rank 0 reports each round once), and
       // why: a kCkptRefused from each rank whose store refused.
       if (e.ok()) {
@@ -125,9 +131,31 @@ void Supervisor::FinishProgress(const std::string& prefix, bool ok) {
   }
 }
 
+void Supervisor::CommitProgress(double now, const events::Event* end) {
+  if (commit_.began <= 0 || (end != nullptr && end->epoch != commit_.epoch)) return;
+  static const double after = [] {
+    const char* a = std::getenv("DLCKPT_PROGRESS_AFTER");
+    return a != nullptr && *a != '\0' ? std::strtod(a, nullptr) : 2.0;
+  }();
+  const double running = now - commit_.began;
+  const std::string what = "commit of epoch " + std::to_string(commit_.epoch) + ": ";
+  if (end != nullptr) {
+    // The end, when the commit was long enough to be reported.
+    if (running >= after || commit_.reported > 0) {
+      Log(what + (end->ok() ? "done" : "failed") + " in " + Fixed(running, 1) + " s");
+    }
+    commit_.began = 0;
+    return;
+  }
+  if (running < after || (commit_.reported > 0 && now - commit_.reported < 2.0)) return;
+  commit_.reported = now;
+  Log(what + "running for " + Fixed(running, 1) + " s (every rank stores and checksums what it wrote)");
+}
+
 void Supervisor::Tick() {
   for (const auto& e : follower_->Poll()) HandleEvent(e);
   double now = Now();
+  CommitProgress(now, nullptr);
   // A codec job that ended takes every node's heartbeats with it: that is
   // not a loss of every node, so stop watching until the next launch.
   if (codec_pid_ > 0 && Reap(codec_pid_, &codec_status_)) {

@@ -9,7 +9,7 @@
 #              no recovery;
 #   notdone    --at checkpoint:99 on a shorter run: the summary names the kill
 #              that never happened; a planned kill explains Hydra's banner.
-#   progress   (item 12) encodes and a rebuild report their progress
+#   progress   (item 12) commits, encodes and a rebuild report their progress
 #              (DLCKPT_PROGRESS_AFTER=0 instead of 2 s, so that short ones do):
 #              one line per step, ending with the whole length.
 #
@@ -101,6 +101,7 @@ progress)
     "$bin/heat2d-dlckpt" --nx 512 --ny 512 --iters 20 --ckpt-every 5 || fail "exit $?"
   grep -qE "^dlckpt-run: encode of epoch 1: [0-9.]+ MiB of [0-9.]+ MiB" "$out" || fail "no progress of encode 1"
   grep -qE "^dlckpt-run: encode of epoch 1: ([0-9.]+) MiB of \1 MiB, .*done in" "$out" || fail "encode 1 does not end whole"
+  grep -qE "^dlckpt-run: commit of epoch 1: done in [0-9.]+ s" "$out" || fail "no progress of commit 1"
   grep -qE "^dlckpt-run: rebuild of epoch 2 on vn[45]: ([0-9.]+) MiB of \1 MiB, .*done in" "$out" ||
     fail "no progress of the rebuild"
   ;;

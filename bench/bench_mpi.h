@@ -1,6 +1,6 @@
 // Helpers shared by the MPI benchmark programs (dlckpt-ior, dlckpt-bench-ckpt,
 // dlckpt-bench-ckpt-baselines, dlckpt-bench-codec-mpi,
-// dlckpt-bench-delta-encode): the start of main, the option loop, and waits
+// dlckpt-bench-delta-encode): the start of main and its option helpers, and waits
 // and reductions that do not spin. Header-only; not thread-safe beyond what
 // MPI is.
 #ifndef DLCKPT_BENCH_BENCH_MPI_H_
@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <initializer_list>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "bench_mix.h"
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/mpi_wait.h"
 #include "dlckpt/base/version.h"
 
@@ -45,19 +47,20 @@ T AllReduce(T v, MPI_Datatype type, MPI_Op op, MPI_Comm comm = MPI_COMM_WORLD,
   return out;
 }
 
-// The start of a benchmark's main. Answers --version and --help/-h
-// (dlckpt/base/version.h; `usage` on stdout) before MPI starts. Otherwise
-// initialises MPI, sets *rank and *size (each may be null) and calls
-// parse(argc, argv, args) on the arguments as MPI_Init left them; when that
-// returns false, rank 0 prints `usage` on stderr and MPI is finalised.
-// Returns the status main must return at once (0 after --version or --help,
-// 2 after a bad command line), or nullopt to go on.
-template <class Args>
-std::optional<int> StartMain(int* argc, char*** argv, const char* usage, bool (*parse)(int, char**, Args*),
-                             Args* args, int* rank, int* size) {
+// The start of an MPI benchmark's main. Answers --version and --help/-h
+// (dlckpt/base/version.h; app.help() on stdout) before MPI starts. Otherwise
+// initialises MPI, sets *rank and *size (each may be null), parses the
+// arguments MPI_Init left with `app` (dlckpt/base/cli.h: an unknown option
+// gets the closest known one) and calls check(), which returns "" when the
+// values go together, else what is wrong. After a bad command line rank 0
+// prints "<program>: <message>" and a pointer to --help on stderr and MPI is
+// finalised. Returns the status main must return at once (0 after --version
+// or --help, 2 after a bad command line), or nullopt to go on.
+inline std::optional<int> StartMain(int* argc, char*** argv, CLI::App& app, int* rank, int* size,
+                                    const std::function<std::string()>& check = nullptr) {
   if (dlckpt_version_requested(*argc, *argv)) return 0;
   if (dlckpt_help_requested(*argc, *argv)) {
-    std::fputs(usage, stdout);
+    std::fputs(app.help().c_str(), stdout);
     return 0;
   }
   MPI_Init(argc, argv);
@@ -66,43 +69,44 @@ std::optional<int> StartMain(int* argc, char*** argv, const char* usage, bool (*
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (rank != nullptr) *rank = r;
   if (size != nullptr) *size = n;
-  if (!parse(*argc, *argv, args)) {
-    if (r == 0) std::fputs(usage, stderr);
+  Status st = cli::ParseArgs(app, std::vector<std::string>(*argv + 1, *argv + *argc));
+  if (st.ok() && check) {
+    if (std::string why = check(); !why.empty()) st = Status::InvalidArgument(why);
+  }
+  if (!st.ok()) {
+    if (r == 0) {
+      std::fprintf(stderr, "%s: %s\n(%s --help lists the options)\n", app.get_name().c_str(), st.message().c_str(),
+                   app.get_name().c_str());
+    }
     MPI_Finalize();
     return 2;
   }
   return std::nullopt;
 }
 
-// The options argv[1..argc) of program `prog` (after MPI_Init): an option
-// named in `switches` sets its bool; any other takes the next argument as its
-// value and is handed to value(option, value), which returns false (after its
-// own message) for an unknown option or a bad value. Returns false at that,
-// at --help/-h, or at an option missing its value ("<prog>: <option> needs a
-// value" on stderr from rank 0); true when every option was taken.
-template <class Value>
-bool ParseOptions(int argc, char** argv, const char* prog,
-                  std::initializer_list<std::pair<const char*, bool*>> switches, Value&& value) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string f = argv[i];
-    if (f == "--help" || f == "-h") return false;
-    bool is_switch = false;
-    for (const auto& [name, flag] : switches) {
-      if (f == name) {
-        *flag = true;
-        is_switch = true;
-      }
+// The group shapes "m:k,m:k,..." (data and parity members, each >= 1, m + k
+// <= max_members), or std::nullopt when `s` is not such a list.
+inline std::optional<std::vector<std::pair<int, int>>> ParseShapes(const std::string& s, int max_members) {
+  std::vector<std::pair<int, int>> out;
+  size_t p = 0;
+  while (p <= s.size()) {
+    size_t q = s.find(',', p);
+    if (q == std::string::npos) q = s.size();
+    const std::string item = s.substr(p, q - p);
+    int m = 0, k = 0;
+    char end = 0;
+    if (std::sscanf(item.c_str(), "%d:%d%c", &m, &k, &end) != 2 || m < 1 || k < 1 || m + k > max_members) {
+      return std::nullopt;
     }
-    if (is_switch) continue;
-    if (i + 1 >= argc) {
-      int rank = 0;
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-      if (rank == 0) std::fprintf(stderr, "%s: %s needs a value\n", prog, f.c_str());
-      return false;
-    }
-    if (!value(f, std::string(argv[++i]))) return false;
+    out.emplace_back(m, k);
+    p = q + 1;
   }
-  return true;
+  return out;
+}
+
+// A CLI11 callback's rejection of a value: `option`: '`value`' is not `expected`.
+[[noreturn]] inline void RejectValue(const std::string& option, const std::string& value, const std::string& expected) {
+  throw CLI::ValidationError(option, "'" + value + "' is not " + expected);
 }
 
 }  // namespace dlckpt::bench

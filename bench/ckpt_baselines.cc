@@ -168,48 +168,47 @@ void Reduce(const std::vector<size_t>& mibs, int reps) {
   }
 }
 
-// The command line; Parse returns false when it is not understood.
+// The command line.
 struct Args {
   std::vector<size_t> mibs = {16, 64, 256};
   std::vector<std::pair<int, int>> groups = {{4, 1}, {8, 1}, {8, 2}, {12, 3}};
   int reps = 3;
 };
 
-bool Parse(int argc, char** argv, Args* a) {
-  auto value = [a](const std::string& f, const std::string& v) {
-    if (f == "--mib") {
-      a->mibs = ParseList(v);
-      return !a->mibs.empty();
-    }
-    if (f == "--groups") {
-      a->groups.clear();
-      std::stringstream is(v);
-      std::string item;
-      while (std::getline(is, item, ',')) {
-        int m = 0, k = 0;
-        if (std::sscanf(item.c_str(), "%d:%d", &m, &k) != 2 || m < 1 || k < 1 || m + k > 255) return false;
-        a->groups.emplace_back(m, k);
-      }
-      return true;
-    }
-    if (f == "--reps") {
-      a->reps = std::max(1, std::atoi(v.c_str()));
-      return true;
-    }
-    return false;
-  };
-  return dlckpt::bench::ParseOptions(argc, argv, "dlckpt-bench-ckpt-baselines", {}, value);
+// dlckpt-bench-ckpt-baselines' options, filling *a.
+void DefineOptions(CLI::App& app, Args* a) {
+  dlckpt::cli::SetUsage(app, "usage: mpiexec -n N dlckpt-bench-ckpt-baselines [--mib 16,64,256] [--groups 4:1,8:2] "
+                             "[--reps R]");
+  app.description("N = 1: memcpy and ISA-L; N > 1: MPI_Reduce over N ranks");
+  app.add_option_function<std::string>(
+         "--mib",
+         [a](const std::string& v) {
+           a->mibs = ParseList(v);
+           if (a->mibs.empty()) dlckpt::bench::RejectValue("--mib", v, "a list of positive MiB counts");
+         },
+         "checkpoint sizes per rank, MiB (16,64,256)")
+      ->option_text("LIST");
+  app.add_option_function<std::string>(
+         "--groups",
+         [a](const std::string& v) {
+           auto groups = dlckpt::bench::ParseShapes(v, 255);
+           if (!groups) dlckpt::bench::RejectValue("--groups", v, "a list m:k,... (m + k <= 255)");
+           a->groups = std::move(*groups);
+         },
+         "group shapes data:parity for ISA-L (4:1,8:1,8:2,12:3)")
+      ->option_text("LIST");
+  app.add_option_function<int>(
+         "--reps", [a](int v) { a->reps = std::max(1, v); }, "repetitions; the best (memcpy, ISA-L) or median (3)")
+      ->option_text("R");
 }
 
 }  // namespace
 
-const char kUsage[] =
-    "usage: mpiexec -n N dlckpt-bench-ckpt-baselines [--mib 16,64,256] [--groups 4:1,8:2]"
-    " [--reps R]\n  N = 1: memcpy and ISA-L; N > 1: MPI_Reduce over N ranks\n";
-
 int main(int argc, char** argv) {
   Args a;
-  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, kUsage, Parse, &a, &g_rank, &g_size)) return *rc;
+  CLI::App app("", "dlckpt-bench-ckpt-baselines");
+  DefineOptions(app, &a);
+  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, app, &g_rank, &g_size)) return *rc;
   if (g_size == 1) {
     Local(a.mibs, a.groups, a.reps);
   } else {

@@ -8,7 +8,8 @@ Reads the raw results of ckpt_study.py and writes, into --out:
   ckpt_study.csv   one row per configuration and size: write, encode,
                    overhead, total, throughput, ratios to the baselines and the
                    model's prediction and error
-  recovery.csv     detection, survey, rebuild, relaunch, reload per configuration
+  recovery.csv     dlckpt-run's recovery phases (detection, teardown, survey,
+                   rebuild, relaunch) and the application's reload per configuration
   baselines.csv    memcpy, ISA-L, MPI_Reduce, tmpfs and disk figures
   ior.csv          the dlckpt-ior rows
   model.csv        the fitted parameters
@@ -462,7 +463,7 @@ def main():
             "pred_error_pct", "pred_no_share_total", "pred_fused_total", "pred_fused_error_pct", "rounds",
             "spread_pct", "proj_core_per_node_s", "proj_core_per_node_gbs"]
     write_csv(os.path.join(out, "ckpt_study.csv"), raw, cols, rows)
-    rcols = ["config", "m", "n", "groups", "ranks", "spares", "mib", "detection", "survey", "rebuild",
+    rcols = ["config", "m", "n", "groups", "ranks", "spares", "mib", "detection", "teardown", "survey", "rebuild",
              "relaunch", "total", "reload", "ckpt_after", "rebuild_over_encode", "pred_total", "pred_error_pct",
              "loadavg"]
     write_csv(os.path.join(out, "recovery.csv"), raw, rcols, recs)
@@ -644,6 +645,7 @@ def place_labels(fig, ax, points, texts, avoid=()):
     blocked = [legend.get_window_extent(renderer)] if legend else []
     marks = [to_px(p) for p in list(avoid) + list(points)]
     scale = fig.dpi / 72.0
+    pad = 6 * scale
     placed = []
 
     def free(x0, y0, x1, y1):
@@ -655,8 +657,8 @@ def place_labels(fig, ax, points, texts, avoid=()):
         for (a0, b0, a1, b1) in placed:
             if x0 < a1 + 1 and x1 > a0 - 1 and y0 < b1 + 1 and y1 > b0 - 1:
                 return False
-        for (mx, my) in marks:
-            if x0 - 4 < mx < x1 + 4 and y0 - 4 < my < y1 + 4:
+        for (mx, my) in marks:  # a marker's radius (~6 pt) and a gap
+            if x0 - pad < mx < x1 + pad and y0 - pad < my < y1 + pad:
                 return False
         return True
 
@@ -687,7 +689,7 @@ def place_labels(fig, ax, points, texts, avoid=()):
         tx, ty = ax.transData.inverted().transform((x0, y0))
         ax.annotate(texts[i], points[i], xytext=(tx, ty), textcoords="data", fontsize=6, ha="left", va="bottom",
                     arrowprops=dict(arrowstyle="-", lw=0.4, color="0.4", shrinkA=0, shrinkB=2)
-                    if radius > 10 else None)
+                    if radius >= 10 else None)
 
 
 def plots(raw, rows, recs, out):
@@ -746,20 +748,20 @@ def plots(raw, rows, recs, out):
             r = next((r for r in rows if r["config"] == c and r["mib"] == s), None)
             if r:
                 xs.append(j + i * width)
-                ys.append(r["throughput_gbs"])
+                ys.append(r["throughput_gbs"] * GB / MIB)
         ax.bar(xs, ys, width, label="%d MiB per rank" % s)
         for j, c in enumerate(configs):
             r = next((r for r in rows if r["config"] == c and r["mib"] == s), None)
             if r and "disk_s" in r:
-                ax.plot([j + i * width], [r["ranks"] * s * MIB / r["disk_s"] / GB], "kv")
+                ax.plot([j + i * width], [r["ranks"] * s / r["disk_s"]], "kv")
             if r and "tmpfs_s" in r:
-                ax.plot([j + i * width], [r["ranks"] * s * MIB / r["tmpfs_s"] / GB], "r^")
+                ax.plot([j + i * width], [r["ranks"] * s / r["tmpfs_s"]], "r^")
     ax.plot([], [], "r^", label="tmpfs write (same ranks)")
     ax.plot([], [], "kv", label="disk write + fsync")
     ax.set_xticks([j + width * (len(sizes) - 1) / 2 for j in range(len(configs))])
     ax.set_xticklabels(configs)
     ax.set_xlabel("m:n (clients:spares per group; 2x: two groups)")
-    ax.set_ylabel("aggregate throughput, GB/s (write + encode)")
+    ax.set_ylabel("aggregate throughput, MiB/s (write + encode)")
     ax.set_title("dlckpt checkpoint throughput (%s)" % where, fontsize=9)
     # Beside the axes, never over the bars (it covered the 4:1 group).
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
@@ -769,13 +771,14 @@ def plots(raw, rows, recs, out):
         fig, ax = plt.subplots(figsize=(8.2, 4))
         xs = ["%s\n%d MiB" % (r["config"], r["mib"]) for r in recs]
         bottom = [0.0] * len(recs)
-        for k in ("detection", "survey", "rebuild", "relaunch", "reload"):
-            vals = [r[k] for r in recs]
+        # dlckpt-run's recovery phases, as its recovery lines name them.
+        for k in ("detection", "teardown", "survey", "rebuild", "relaunch"):
+            vals = [r.get(k, 0.0) for r in recs]
             ax.bar(xs, vals, bottom=bottom, label=k)
             bottom = [a + b for a, b in zip(bottom, vals)]
         ax.set_xlabel("m:n (clients:spares per group), data per rank")
         ax.set_ylabel("recovery time (s)")
-        ax.set_title("dlckpt recovery after a node loss (%s)" % where, fontsize=9)
+        ax.set_title("dlckpt recovery after a node loss, dlckpt-run's phases (%s)" % where, fontsize=9)
         # Phases top to bottom as stacked; beside the axes, never over a bar.
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),

@@ -47,6 +47,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dlckpt/dlckpt.h"
@@ -83,49 +84,53 @@ struct Args {
   bool report_cold = false;
 };
 
-const char kUsage[] =
-    "usage: dlckpt-run [...] -- dlckpt-bench-ckpt [--mib M] [--iters I] [--warmup W]\n"
-    "         [--record BYTES] [--after-restart K] [--compute-ms C] [--idle-ms S]\n"
-    "         [--setup-ms S] [--dir /dlckpt/...] [--report-cold]\n"
-    "  Each rank checkpoints M MiB (default 64) through fwrite into memfs and\n"
-    "  dlckpt_checkpoint(), W (default 1) + I (default 3) times; prints ITER lines\n"
-    "  and a RESULT line of medians. After a recovery: reloads, K (default 1) more.\n"
-    "  --compute-ms C: each rank computes C ms (CPU-bound, untimed) after every\n"
-    "  checkpoint, the time an asynchronous encode has to finish; --idle-ms S:\n"
-    "  each rank sleeps S ms instead (a compute phase on other cores).\n"
-    "  --setup-ms S: each rank sleeps S ms between dlckpt_init and the first\n"
-    "  checkpoint (an application's setup; the codec warms up meanwhile).\n"
-    "  --report-cold: also INIT, COLD and METRIC lines comparing checkpoint 1\n"
-    "  with checkpoint 10 (warm-up included; use --warmup 0 --iters 10).\n";
-
-bool Parse(int argc, char** argv, Args* a) {
-  auto value = [a](const std::string& f, const std::string& v) {
-    char* end = nullptr;
-    long long n = std::strtoll(v.c_str(), &end, 10);
-    bool num = !v.empty() && *end == '\0' && n >= 0;
-    if (f == "--dir") {
-      a->dir = v;
-      return true;
-    }
-    if (!num) {
-      if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: %s: '%s' is not a number\n", f.c_str(), v.c_str());
-      return false;
-    }
-    if (f == "--mib" && n >= 1) a->mib = static_cast<size_t>(n);
-    else if (f == "--iters" && n >= 1) a->iters = static_cast<int>(n);
-    else if (f == "--warmup") a->warmup = static_cast<int>(n);
-    else if (f == "--record" && n >= 8 && n % 8 == 0) a->record = static_cast<size_t>(n);
-    else if (f == "--after-restart") a->after_restart = static_cast<int>(n);
-    else if (f == "--compute-ms" && n <= 3600000) a->compute_ms = static_cast<int>(n);
-    else if (f == "--idle-ms" && n <= 3600000) a->idle_ms = static_cast<int>(n);
-    else if (f == "--setup-ms" && n <= 3600000) a->setup_ms = static_cast<int>(n);
-    else {
-      if (g_rank == 0) std::fprintf(stderr, "dlckpt-bench-ckpt: bad option %s %s\n", f.c_str(), v.c_str());
-      return false;
-    }
-    return true;
+// dlckpt-bench-ckpt's options, filling *a.
+void DefineOptions(CLI::App& app, Args* a) {
+  dlckpt::cli::SetUsage(app, "usage: dlckpt-run [...] -- dlckpt-bench-ckpt [options]");
+  app.description(
+      "Each rank checkpoints M MiB through fwrite into memfs and dlckpt_checkpoint(),\n"
+      "W + I times; prints ITER lines and a RESULT line of medians. After a recovery:\n"
+      "reloads, K more.");
+  // A count in [lo, hi] into *field.
+  auto count = [&app](const char* name, auto* field, long long lo, long long hi, const char* text,
+                      const char* help) {
+    app.add_option_function<long long>(
+           name,
+           [name, field, lo, hi](long long n) {
+             if (n < lo || n > hi) {
+               dlckpt::bench::RejectValue(name, std::to_string(n),
+                                          "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+             }
+             *field = static_cast<std::remove_reference_t<decltype(*field)>>(n);
+           },
+           help)
+        ->option_text(text);
   };
-  return dlckpt::bench::ParseOptions(argc, argv, "dlckpt-bench-ckpt", {{"--report-cold", &a->report_cold}}, value);
+  constexpr long long kMaxInt = 2147483647;
+  constexpr long long kMaxMs = 3600000;
+  count("--mib", &a->mib, 1, kMaxInt, "M", "MiB each rank checkpoints (64)");
+  count("--iters", &a->iters, 1, kMaxInt, "I", "timed checkpoints (3)");
+  count("--warmup", &a->warmup, 0, kMaxInt, "W", "untimed checkpoints first (1)");
+  app.add_option_function<long long>(
+         "--record",
+         [a](long long n) {
+           if (n < 8 || n % 8 != 0) dlckpt::bench::RejectValue("--record", std::to_string(n), "a multiple of 8 >= 8");
+           a->record = static_cast<size_t>(n);
+         },
+         "bytes per fwrite (1048576)")
+      ->option_text("BYTES");
+  count("--after-restart", &a->after_restart, 0, kMaxInt, "K", "checkpoints after a recovery (1)");
+  count("--compute-ms", &a->compute_ms, 0, kMaxMs, "C",
+        "each rank computes C ms (CPU-bound, untimed) after every checkpoint, the time an asynchronous "
+        "encode has to finish (0)");
+  count("--idle-ms", &a->idle_ms, 0, kMaxMs, "S", "each rank sleeps S ms instead (a compute phase on other cores)");
+  count("--setup-ms", &a->setup_ms, 0, kMaxMs, "S",
+        "each rank sleeps S ms between dlckpt_init and the first checkpoint (an application's setup; the "
+        "codec warms up meanwhile)");
+  app.add_option("--dir", a->dir, "the checkpoint directory (/dlckpt/ckpt_study)")->option_text("/dlckpt/...");
+  app.add_flag("--report-cold", a->report_cold,
+               "also INIT, COLD and METRIC lines comparing checkpoint 1 with checkpoint 10 (warm-up included; use "
+               "--warmup 0 --iters 10)");
 }
 
 // The codec's encode times, from the job's event file (rank 0 only).
@@ -184,7 +189,9 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   Args a;
-  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, kUsage, Parse, &a, &g_rank, &g_size)) return *rc;
+  CLI::App app("", "dlckpt-bench-ckpt");
+  DefineOptions(app, &a);
+  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, app, &g_rank, &g_size)) return *rc;
   double init_t0 = MPI_Wtime();
   if (dlckpt_init(MPI_COMM_WORLD) != 0) Die(std::string("dlckpt_init: ") + dlckpt_last_error());
   double init_s = Reduce(MPI_Wtime() - init_t0, MPI_MAX);

@@ -47,41 +47,22 @@ struct Args {
   bool verbose = false;
 };
 
-const char kUsage[] = R"(usage: mpiexec -n N dlckpt-bench-codec-mpi [--mode encode|rebuild] [--spares K]
-         [--spare-nodes P] [--group-size G] [--mib M] [--iters I] [--chunk BYTES]
-         [--verbose]   (per-rank statistics of the last run)
-  The last P ranks (default K) are spare nodes, the others data nodes holding
-  M MiB each (default 64), in groups of at most G data nodes (default all).
-)";
-
-bool Parse(int argc, char** argv, Args* a) {
-  auto value = [a](const std::string& f, const std::string& str) {
-    const char* v = str.c_str();
-    if (f == "--mode") a->mode = v;
-    else if (f == "--spares") a->spares = std::atoi(v);
-    else if (f == "--spare-nodes") a->spare_nodes = std::atoi(v);
-    else if (f == "--group-size") a->group_size = std::atoi(v);
-    else if (f == "--mib") a->mib = std::strtoull(v, nullptr, 10);
-    else if (f == "--iters") a->iters = std::atoi(v);
-    else if (f == "--chunk") a->chunk = std::strtoull(v, nullptr, 10);
-    else {
-      std::fprintf(stderr, "unknown option %s\n", f.c_str());
-      return false;
-    }
-    return true;
-  };
-  if (!bench::ParseOptions(argc, argv, "dlckpt-bench-codec-mpi", {{"--verbose", &a->verbose}}, value)) {
-    return false;
-  }
-  if (a->mode != "encode" && a->mode != "rebuild") {
-    std::fprintf(stderr, "--mode must be encode or rebuild\n");
-    return false;
-  }
-  if (a->iters < 1 || a->mib < 1) {
-    std::fprintf(stderr, "--iters and --mib must be at least 1\n");
-    return false;
-  }
-  return true;
+// dlckpt-bench-codec-mpi's options, filling *a.
+void DefineOptions(CLI::App& app, Args* a) {
+  cli::SetUsage(app, "usage: mpiexec -n N dlckpt-bench-codec-mpi [options]");
+  app.description(
+      "The last P ranks (default K) are spare nodes, the others data nodes holding\n"
+      "M MiB each (default 64), in groups of at most G data nodes (default all).");
+  app.add_option("--mode", a->mode, "encode (default) or rebuild")
+      ->option_text("encode|rebuild")
+      ->check(CLI::IsMember({"encode", "rebuild"}));
+  app.add_option("--spares", a->spares, "parity members per group, K (1)")->option_text("K");
+  app.add_option("--spare-nodes", a->spare_nodes, "spare ranks, P (default K)")->option_text("P");
+  app.add_option("--group-size", a->group_size, "data nodes per group, G (default all)")->option_text("G");
+  app.add_option("--mib", a->mib, "MiB per data node, M (64)")->option_text("M")->check(CLI::PositiveNumber);
+  app.add_option("--iters", a->iters, "timed runs after one warm-up (5)")->option_text("I")->check(CLI::PositiveNumber);
+  app.add_option("--chunk", a->chunk, "bytes per transport chunk (524288)")->option_text("BYTES");
+  app.add_flag("--verbose", a->verbose, "per-rank statistics of the last run");
 }
 
 // Pre-touched, 64-byte aligned buffer.
@@ -131,7 +112,9 @@ void Die(const std::string& msg) {
 int main(int argc, char** argv) {
   int size = 0;
   Args args;
-  if (auto rc = bench::StartMain(&argc, &argv, kUsage, Parse, &args, &g_rank, &size)) return *rc;
+  CLI::App app("", "dlckpt-bench-codec-mpi");
+  DefineOptions(app, &args);
+  if (auto rc = bench::StartMain(&argc, &argv, app, &g_rank, &size)) return *rc;
   if (args.spare_nodes < 0) args.spare_nodes = args.spares;
   g_verbose = args.verbose;
   const int data_nodes = size - args.spare_nodes;

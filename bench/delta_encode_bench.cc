@@ -97,43 +97,39 @@ struct Args {
   std::vector<double> fractions{0.01, 0.1, 0.5, 1.0};
   size_t mib = 256;
   int iters = 3;
-  double threshold = 0;
-  std::string prefix;  // store names: <prefix>.r<rank>; default /dlckpt.benchdelta<pid of rank 0>  // 0: the service's default per scheme (0.35 XOR, 0.5 RS)
+  double threshold = 0;  // 0: the service's default per scheme (0.35 XOR, 0.5 RS)
+  std::string prefix;  // store names: <prefix>.r<rank>; default /dlckpt.benchdelta<pid of rank 0>
 };
 
-bool Parse(int argc, char** argv, Args* a) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string f = argv[i], v = argv[i + 1];
-    if (f == "--mib") {
-      a->mib = std::strtoull(v.c_str(), nullptr, 10);
-    } else if (f == "--iters") {
-      a->iters = std::atoi(v.c_str());
-    } else if (f == "--prefix") {
-      a->prefix = v;
-    } else if (f == "--threshold") {
-      a->threshold = std::atof(v.c_str());
-    } else if (f == "--shapes") {
-      a->shapes.clear();
-      for (size_t p = 0; p < v.size();) {
-        size_t q = v.find(',', p);
-        std::string s = v.substr(p, q == std::string::npos ? std::string::npos : q - p);
-        Shape sh{0, 0};
-        if (std::sscanf(s.c_str(), "%d:%d", &sh.n, &sh.k) != 2 || sh.n < 1 || sh.k < 1) return false;
-        a->shapes.push_back(sh);
-        p = q == std::string::npos ? v.size() : q + 1;
-      }
-    } else if (f == "--fractions") {
-      a->fractions.clear();
-      for (size_t p = 0; p < v.size();) {
-        size_t q = v.find(',', p);
-        a->fractions.push_back(std::atof(v.substr(p, q == std::string::npos ? std::string::npos : q - p).c_str()));
-        p = q == std::string::npos ? v.size() : q + 1;
-      }
-    } else {
-      return false;
-    }
-  }
-  return a->mib >= 1 && a->iters >= 1 && !a->shapes.empty() && !a->fractions.empty();
+// dlckpt-bench-delta-encode's options, filling *a.
+void DefineOptions(CLI::App& app, Args* a) {
+  cli::SetUsage(app, "usage: mpiexec -n N dlckpt-bench-delta-encode [options]");
+  app.description(
+      "N >= the largest n + k. Encode time and bytes sent of delta encodes against\n"
+      "full encodes of the same epoch, when the given fractions of a checkpoint\n"
+      "changed; ends with METRIC lines.");
+  app.add_option_function<std::string>(
+         "--shapes",
+         [a](const std::string& v) {
+           auto shapes = bench::ParseShapes(v, 1 << 20);
+           if (!shapes) bench::RejectValue("--shapes", v, "a list n:k,...");
+           a->shapes.clear();
+           for (const auto& [n, k] : *shapes) a->shapes.push_back({n, k});
+         },
+         "groups of n data nodes and k spares (4:1,8:2)")
+      ->option_text("n:k,...");
+  app.add_option("--mib", a->mib, "MiB per data node (256)")->option_text("M");
+  app.add_option("--fractions", a->fractions, "fractions of a checkpoint rewritten (0.01,0.1,0.5,1)")
+      ->option_text("F,...")
+      ->delimiter(',')
+      ->expected(1, 1 << 20);
+  app.add_option("--iters", a->iters, "encodes per case; the median is reported (3)")->option_text("I");
+  app.add_option("--threshold", a->threshold,
+                 "the largest packed fraction encoded as a delta (0: the service's default per scheme, 0.35 "
+                 "XOR, 0.5 RS)")
+      ->option_text("F");
+  app.add_option("--prefix", a->prefix, "store names <prefix>.r<rank> (default /dlckpt.benchdelta<pid of rank 0>)")
+      ->option_text("/NAME");
 }
 
 // What one delta plan costs and gives: the union of every data node's ranges.
@@ -197,17 +193,12 @@ Plan MakePlan(MPI_Comm comm, memfs::Store* store, uint64_t from, uint64_t to) {
 
 }  // namespace
 
-constexpr const char kUsage[] =
-    "usage: mpiexec -n N dlckpt-bench-delta-encode [--shapes 4:1,8:2] [--mib 256]\n"
-    "         [--fractions 0.01,0.1,0.5,1] [--iters 3] [--threshold F] [--prefix /NAME]\n"
-    "  N >= the largest n + k. Encode time and bytes sent of delta encodes against\n"
-    "  full encodes of the same epoch, when the given fractions of a checkpoint\n"
-    "  changed; ends with METRIC lines.\n";
-
 int main(int argc, char** argv) {
   int size = 0;
   Args args;
-  if (auto rc = bench::StartMain(&argc, &argv, kUsage, Parse, &args, &g_rank, &size)) return *rc;
+  CLI::App app("", "dlckpt-bench-delta-encode");
+  DefineOptions(app, &args);
+  if (auto rc = bench::StartMain(&argc, &argv, app, &g_rank, &size)) return *rc;
   int max_n = 0;
   for (const Shape& s : args.shapes) {
     if (s.n + s.k > size) Die("shape " + std::to_string(s.n) + ":" + std::to_string(s.k) + " needs more ranks");

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/version.h"
 
@@ -57,14 +58,11 @@ double Best(int reps, const std::string& path, const std::function<bool(const st
 int main(int argc, char** argv) {
   if (dlckpt_version_requested(argc, argv)) return 0;
   int reps = 5;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-      reps = std::atoi(argv[++i]);
-    } else {
-      std::printf("usage: %s [--reps N]\n", argv[0]);
-      return std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ? 0 : 2;
-    }
-  }
+  CLI::App app("Checkpoint writes through libintercept's wrappers against /dev/shm; ends with METRIC lines.",
+               "dlckpt-bench-intercept");
+  dlckpt::cli::SetUsage(app, "usage: dlckpt-bench-intercept [--reps N]");
+  app.add_option("--reps", reps, "repetitions; the best is reported (5)")->option_text("N")->check(CLI::PositiveNumber);
+  if (auto rc = dlckpt::cli::ParseMain(app, argc, argv)) return *rc;
   // A store of our own (removed at the end), unless the caller chose one.
   std::string store = *dlckpt::StoreName("bench" + std::to_string(getpid()), "n0", 0);
   setenv("DLCKPT_STORE", store.c_str(), 0);

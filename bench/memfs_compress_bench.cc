@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/version.h"
 #include "dlckpt/memfs/memfs.h"
 
@@ -151,34 +152,18 @@ int main(int argc, char** argv) {
   if (dlckpt_version_requested(argc, argv)) return 0;
   size_t mib = 64, record_kib = 1024;
   int epochs = 6;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::puts("usage: dlckpt-bench-memfs-compress [--mib N] [--record-kib K] [--epochs E]\n"
-                "Memory and checkpoint time of a store with and without LZ4 compression,\n"
-                "on zeros and on random bytes; ends with METRIC lines.");
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "dlckpt-bench-memfs-compress: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    long v = std::atol(argv[++i]);
-    if (v <= 0) {
-      std::fprintf(stderr, "dlckpt-bench-memfs-compress: bad value for %s\n", a.c_str());
-      return 2;
-    }
-    if (a == "--mib") {
-      mib = static_cast<size_t>(v);
-    } else if (a == "--record-kib") {
-      record_kib = static_cast<size_t>(v);
-    } else if (a == "--epochs") {
-      epochs = static_cast<int>(std::max(2L, v));
-    } else {
-      std::fprintf(stderr, "dlckpt-bench-memfs-compress: unknown option %s\n", a.c_str());
-      return 2;
-    }
-  }
+  CLI::App app(
+      "Memory and checkpoint time of a store with and without LZ4 compression,\n"
+      "on zeros and on random bytes; ends with METRIC lines.",
+      "dlckpt-bench-memfs-compress");
+  dlckpt::cli::SetUsage(app, "usage: dlckpt-bench-memfs-compress [--mib N] [--record-kib K] [--epochs E]");
+  app.add_option("--mib", mib, "checkpoint MiB (64)")->option_text("N")->check(CLI::PositiveNumber);
+  app.add_option("--record-kib", record_kib, "KiB per write (1024)")->option_text("K")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", epochs, "epochs, at least 2: a warm-up, then the best of the others (6)")
+      ->option_text("E")
+      ->check(CLI::PositiveNumber);
+  if (auto rc = dlckpt::cli::ParseMain(app, argc, argv)) return *rc;
+  epochs = std::max(2, epochs);
   const size_t bytes = mib << 20, record = record_kib << 10;
   std::vector<uint8_t> zeros(bytes, 0), random(bytes);
   std::mt19937_64 rng(42);

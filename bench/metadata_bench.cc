@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/version.h"
 
 namespace {
@@ -40,27 +41,14 @@ int main(int argc, char** argv) {
   if (dlckpt_version_requested(argc, argv)) return 0;
   std::string dir;
   long items = 1000;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--items" && i + 1 < argc) {
-      items = std::strtol(argv[++i], nullptr, 10);
-    } else if (a == "-h" || a == "--help") {
-      std::printf("usage: dlckpt-bench-metadata DIR [--items N]\n"
-                  "  mdtest-like creates, stats and removes of N directories and N empty\n"
-                  "  files in DIR by one process; prints ops/s per phase and\n"
-                  "  'RESULT total_ops_per_s X' (default N 1000)\n");
-      return 0;
-    } else if (dir.empty() && !a.empty() && a[0] != '-') {
-      dir = a;
-    } else {
-      std::fprintf(stderr, "dlckpt-bench-metadata: unknown argument %s (see --help)\n", a.c_str());
-      return 2;
-    }
-  }
-  if (dir.empty() || items <= 0) {
-    std::fprintf(stderr, "usage: dlckpt-bench-metadata DIR [--items N]\n");
-    return 2;
-  }
+  CLI::App app(
+      "mdtest-like creates, stats and removes of N directories and N empty files in\n"
+      "DIR by one process; prints ops/s per phase and 'RESULT total_ops_per_s X'.",
+      "dlckpt-bench-metadata");
+  dlckpt::cli::SetUsage(app, "usage: dlckpt-bench-metadata DIR [--items N]");
+  app.add_option("DIR", dir, "the directory to work in (created if missing)")->required();
+  app.add_option("--items", items, "directories and files each (1000)")->option_text("N")->check(CLI::PositiveNumber);
+  if (auto rc = dlckpt::cli::ParseMain(app, argc, argv)) return *rc;
   // Not timed: the directory (and, under the preload, the store) first.
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) Die("mkdir", dir);
   std::vector<std::string> dirs, files;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <utility>
 
 namespace dlckpt::cli {
 namespace {
@@ -40,7 +42,66 @@ std::string FirstUnknown(const std::vector<std::string>& rest) {
   return "";
 }
 
+// Each line of `text` filled to at most `width` columns (a longer word stands alone).
+std::string Fill(const std::string& text, size_t width) {
+  std::string out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    size_t column = 0;
+    for (size_t w = start; w < end;) {
+      const size_t space = std::min(text.find(' ', w), end);
+      const size_t len = space - w;
+      if (len > 0) {
+        if (column > 0 && column + 1 + len > width) {
+          out += '\n';
+          column = 0;
+        } else if (column > 0) {
+          out += ' ';
+          ++column;
+        }
+        out.append(text, w, len);
+        column += len;
+      }
+      w = space + 1;
+    }
+    if (end < text.size()) out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
+class UsageFormatter : public CLI::Formatter {
+ public:
+  explicit UsageFormatter(std::string usage) : usage_(std::move(usage)) {}
+  std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode) const override {
+    std::string out = usage_ + "\n";
+    if (!app->get_description().empty()) out += "\n" + app->get_description() + "\n";
+    for (const std::string& group : app->get_groups()) {
+      const std::vector<const CLI::Option*> opts = app->get_options(
+          [&group](const CLI::Option* opt) { return opt->get_group() == group && opt->nonpositional(); });
+      if (!group.empty() && !opts.empty()) out += make_group(group, false, opts);
+    }
+    if (const std::string footer = make_footer(app); !footer.empty()) out += "\n" + footer;
+    return out;
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    return Fill(opt->get_description(), kLineWidth > get_column_width() ? kLineWidth - get_column_width() : 20);
+  }
+
+ private:
+  static constexpr size_t kLineWidth = 79;
+  std::string usage_;
+};
+
 }  // namespace
+
+void SetUsage(CLI::App& app, std::string usage, size_t column) {
+  auto formatter = std::make_shared<UsageFormatter>(std::move(usage));
+  formatter->column_width(column);
+  app.formatter(formatter);
+}
 
 std::string Suggest(const CLI::App& app, std::string_view word) {
   if (const size_t eq = word.find('='); eq != std::string_view::npos) word = word.substr(0, eq);

@@ -64,5 +64,24 @@ TEST(CliTest, HelpIsNotAnError) {
   EXPECT_NE(t.app.help().find("--nodes"), std::string::npos);
 }
 
+TEST(CliTest, SetUsageLeadsTheHelpAndFillsDescriptions) {
+  Tool t;
+  t.app.description("What it does.");
+  t.app.add_option("--long", t.scheme,
+                   "a description long enough to be filled over more than one line of the help text, "
+                   "at seventy-nine columns\nand a line of its own");
+  SetUsage(t.app, "Usage: dlckpt-test --nodes N [options]", 20);
+  const std::string help = t.app.help();
+  EXPECT_EQ(help.rfind("Usage: dlckpt-test --nodes N [options]\n\nWhat it does.\n", 0), 0u) << help;
+  EXPECT_NE(help.find("\n                    and a line of its own\n"), std::string::npos) << help;
+  size_t start = 0;
+  while (start < help.size()) {
+    const size_t end = help.find('\n', start);
+    EXPECT_LE((end == std::string::npos ? help.size() : end) - start, 79u) << help;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+}
+
 }  // namespace
 }  // namespace dlckpt::cli

@@ -20,7 +20,6 @@ LABELS = {
     "glusterfs": "GlusterFS\n(fsync)",
 }
 ORDER = ["dlckpt", "fuse", "devshm", "disk", "glusterfs"]
-MIB = 1024.0 * 1024.0
 COLORS = {"dlckpt": "#1b7837", "fuse": "#5aae61", "devshm": "#9970ab",
           "disk": "#bababa", "glusterfs": "#d6604d"}
 
@@ -36,9 +35,8 @@ def main():
     def series(section, metric):
         return [(t, get[(section, t, metric)]) for t in ORDER if (section, t, metric) in get]
 
-    # One unit across the project's plots: GB/s (decimal). The CSV holds
-    # IOR's MiB/s.
-    ior = [(t, v * MIB / 1e9) for t, v in series("ior", "write_bw")]
+    # One unit across the project's plots: MiB/s, IOR's (the CSV holds it).
+    ior = series("ior", "write_bw")
     ckpt = series("ckpt", "ckpt_seconds")
     phases_d = ["detection", "teardown", "survey", "rebuild", "relaunch", "app_read"]
     phases_g = ["detection", "relaunch_read"]
@@ -48,7 +46,7 @@ def main():
         print("plot_gluster: no data in " + sys.argv[1], file=sys.stderr)
         return 1
     # The recovery panel is wider: its legend stands beside its bars.
-    widths = [1.45 if kind == "rec" else 1.0 for kind, _ in panels]
+    widths = [1.6 if kind == "rec" else 1.0 for kind, _ in panels]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * sum(widths), 4.6),
                              gridspec_kw={"width_ratios": widths})
     if len(panels) == 1:
@@ -58,13 +56,13 @@ def main():
             names = [t for t, _ in data]
             vals = [v for _, v in data]
             bars = ax.bar([LABELS[t] for t in names], vals, color=[COLORS[t] for t in names])
-            fmt = "{:.2f}" if kind == "ior" else "{:.3f}"
+            fmt = "{:.0f}" if kind == "ior" else "{:.3f}"
             for b, v in zip(bars, vals):
                 ax.annotate(fmt.format(v), (b.get_x() + b.get_width() / 2, v),
                             ha="center", va="bottom", fontsize=8)
             if kind == "ior":
                 ax.set_title("IOR write, file per process, fsync")
-                ax.set_ylabel("write bandwidth, GB/s (best of repetitions)")
+                ax.set_ylabel("write bandwidth, MiB/s (best of repetitions)")
             else:
                 ax.set_title("application checkpoint time")
                 ax.set_ylabel("seconds per checkpoint (median)")
@@ -85,11 +83,13 @@ def main():
                 return bottom
 
             tops = [0.0]
+            # Each phase its own hue (shades of one colour were told apart
+            # by nobody); GlusterFS's in reds, dlckpt's in other hues.
             tops.append(stack("glusterfs", phases_g, "GlusterFS:\nkill, rerun,\nread back",
-                  lambda i: plt.cm.Reds(0.4 + 0.3 * i),
+                  lambda i: ("#f4a582", "#b2182b")[i % 2],
                   lambda ph: "GlusterFS " + ph.replace("_", " + ")))
             tops.append(stack("dlckpt", phases_d, "dlckpt:\nnode kill,\nrebuild on spare",
-                  lambda i: plt.cm.Greens(0.3 + 0.12 * i),
+                  lambda i: ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#17becf")[i % 6],
                   lambda ph: "dlckpt " + ph.replace("_", " ")))
             ax.set_title("kill to 'restarted from iteration'")
             ax.set_ylabel("recovery time (s)")
@@ -97,8 +97,8 @@ def main():
             # The legend stands beside the axes, so the y-axis ends just
             # above the highest bar (it used to run 1.6x past it).
             handles, labels = ax.get_legend_handles_labels()
-            ax.legend(handles[::-1], labels[::-1], fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                      borderaxespad=0)
+            ax.legend(handles[::-1], labels[::-1], fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                      borderaxespad=0, title="phases, top to bottom", title_fontsize=9)
             ax.set_ylim(0, max(tops) * 1.12)
     title = "dlckpt vs GlusterFS on one machine"
     if len(sys.argv) > 3:

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "dlckpt/base/strings.h"
 #include "dlckpt/base/units.h"
 
@@ -285,216 +287,163 @@ std::string TextReport(const Options& o, const RunInfo& info) {
 
 // ---- JSON ----
 
-std::string Quote(const std::string& s) {
-  std::string out;
-  AppendJsonString(&out, s);
-  return out;
+using Json = nlohmann::ordered_json;
+
+// A figure as IOR prints it in JSON (%.4f): rounded to 4 decimals; null when
+// not finite.
+Json Dbl(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return std::round(v * 1e4) / 1e4;
 }
 
-// A small writer of one JSON object per nesting level, IOR's layout (two
-// spaces per level, one member per line).
-class Json {
- public:
-  void Open(const std::string& key, char bracket) {
-    Member(key);
-    out_ += bracket;
-    out_ += "\n";
-    first_.push_back(true);
-  }
-  void Close(char bracket) {
-    first_.pop_back();
-    out_ += "\n" + Indent() + bracket;
-  }
-  void Str(const std::string& key, const std::string& v) {
-    Member(key);
-    out_ += Quote(v);
-  }
-  void Int(const std::string& key, long long v) {
-    Member(key);
-    out_ += std::to_string(v);
-  }
-  void Dbl(const std::string& key, double v) {
-    Member(key);
-    out_ += std::isfinite(v) ? Fmt("%.4f", v) : std::string("null");
-  }
-  std::string Take() { return out_ + "\n"; }
-
- private:
-  std::string Indent() const { return std::string(2 * first_.size(), ' '); }
-  void Member(const std::string& key) {
-    if (!first_.empty()) {
-      if (!first_.back()) out_ += ",\n";
-      first_.back() = false;
-      out_ += Indent();
-    }
-    if (!key.empty()) out_ += Quote(key) + ": ";
-  }
-  std::string out_;
-  std::vector<bool> first_;
-};
-
 std::string JsonReport(const Options& o, const RunInfo& info) {
-  Json j;
-  j.Open("", '{');
-  j.Str("Version", kIorVersion);
-  j.Str("Began", info.began);
-  j.Str("Command line", info.command_line);
-  j.Str("Machine", info.machine);
-  j.Open("tests", '[');
-  j.Open("", '{');
-  j.Int("TestID", 0);
-  j.Str("StartTime", info.start_time);
-  j.Str("Path", info.path);
+  Json test = {{"TestID", 0}, {"StartTime", info.start_time}, {"Path", info.path}};
   if (info.fs.valid) {  // IOR's keys and string forms
     FsStrings fs = FsJson(info.fs);
-    j.Str("Capacity", fs.capacity);
-    j.Str("Used Capacity", fs.used_capacity);
-    j.Str("Inodes", fs.inodes);
-    j.Str("Used Inodes", fs.used_inodes);
+    test["Capacity"] = fs.capacity;
+    test["Used Capacity"] = fs.used_capacity;
+    test["Inodes"] = fs.inodes;
+    test["Used Inodes"] = fs.used_inodes;
   }
-  j.Open("Parameters", '{');
-  j.Int("testID", 0);
-  j.Int("refnum", 0);
-  j.Str("api", o.api);
-  j.Str("testFileName", o.test_file);
-  j.Int("nodes", info.nodes);
-  j.Int("tasksPerNode", info.tasks_per_node);
-  j.Int("repetitions", o.repetitions);
-  j.Int("interTestDelay", o.inter_test_delay);
-  j.Int("intraTestBarriers", o.intra_barriers);
-  j.Int("fsync", o.fsync);
-  j.Int("readFile", o.read);
-  j.Int("writeFile", o.write);
-  j.Int("filePerProc", o.file_per_proc);
-  j.Int("reorderTasks", o.reorder);
-  j.Int("taskPerNodeOffset", o.task_offset);
-  j.Int("checkWrite", o.check_write);
-  j.Int("checkRead", o.check_read);
-  j.Int("keepFile", o.keep_file);
-  j.Int("verbose", o.verbose);
-  j.Int("segmentCount", static_cast<long long>(o.segments));
-  j.Int("transferSize", static_cast<long long>(o.transfer_size));
-  j.Int("blockSize", static_cast<long long>(o.block_size));
-  j.Int("deadlineForStonewalling", o.deadline);
-  j.Int("stoneWallingWearOut", o.wear_out);
-  j.Int("multiFile", o.multi_file);
-  j.Int("fsyncPerWrite", o.fsync_per_write);
-  j.Int("useExistingTestFile", o.use_existing);
-  j.Int("uniqueDir", o.unique_dir);
-  j.Int("singleXferAttempt", o.single_xfer);
-  j.Int("quitOnError", o.quit_on_error);
-  j.Int("randomOffset", o.random_offset);
-  j.Int("reorderTasksRandom", o.reorder_random);
-  j.Int("reorderTasksRandomSeed", o.random_seed);
-  j.Int("collective", o.collective);
-  j.Str("dataPacketType", DataPacketName(o.packet));
-  j.Int("dlckptCheckpoint", o.dlckpt_checkpoint);
-  j.Close('}');
-  j.Open("Options", '{');
-  j.Str("api", o.api);
-  j.Str("apiVersion", "");
-  j.Str("test filename", o.test_file);
-  j.Str("access", o.file_per_proc ? "file-per-process" : "single-shared-file");
-  j.Str("type", "independent");
-  j.Int("segments", static_cast<long long>(o.segments));
-  j.Str("ordering in a file", o.random_offset ? "random" : "sequential");
-  j.Str("ordering inter file", o.reorder           ? "constant task offset"
-                               : o.reorder_random ? "random task offset"
-                                                  : "no tasks offsets");
-  if (o.reorder || o.reorder_random) j.Int("task offset", o.task_offset);
-  if (o.reorder_random) j.Int("reorder random seed", o.random_seed);
+  // IOR writes its flags as the integers 0 and 1.
+  const auto flag = [](bool b) { return b ? 1 : 0; };
+  test["Parameters"] = {{"testID", 0},
+                        {"refnum", 0},
+                        {"api", o.api},
+                        {"testFileName", o.test_file},
+                        {"nodes", info.nodes},
+                        {"tasksPerNode", info.tasks_per_node},
+                        {"repetitions", o.repetitions},
+                        {"interTestDelay", o.inter_test_delay},
+                        {"intraTestBarriers", flag(o.intra_barriers)},
+                        {"fsync", flag(o.fsync)},
+                        {"readFile", flag(o.read)},
+                        {"writeFile", flag(o.write)},
+                        {"filePerProc", flag(o.file_per_proc)},
+                        {"reorderTasks", flag(o.reorder)},
+                        {"taskPerNodeOffset", o.task_offset},
+                        {"checkWrite", flag(o.check_write)},
+                        {"checkRead", flag(o.check_read)},
+                        {"keepFile", flag(o.keep_file)},
+                        {"verbose", o.verbose},
+                        {"segmentCount", o.segments},
+                        {"transferSize", o.transfer_size},
+                        {"blockSize", o.block_size},
+                        {"deadlineForStonewalling", o.deadline},
+                        {"stoneWallingWearOut", flag(o.wear_out)},
+                        {"multiFile", flag(o.multi_file)},
+                        {"fsyncPerWrite", flag(o.fsync_per_write)},
+                        {"useExistingTestFile", flag(o.use_existing)},
+                        {"uniqueDir", flag(o.unique_dir)},
+                        {"singleXferAttempt", flag(o.single_xfer)},
+                        {"quitOnError", flag(o.quit_on_error)},
+                        {"randomOffset", flag(o.random_offset)},
+                        {"reorderTasksRandom", flag(o.reorder_random)},
+                        {"reorderTasksRandomSeed", o.random_seed},
+                        {"collective", flag(o.collective)},
+                        {"dataPacketType", DataPacketName(o.packet)},
+                        {"dlckptCheckpoint", flag(o.dlckpt_checkpoint)}};
+  Json opts = {{"api", o.api},
+               {"apiVersion", ""},
+               {"test filename", o.test_file},
+               {"access", o.file_per_proc ? "file-per-process" : "single-shared-file"},
+               {"type", "independent"},
+               {"segments", o.segments},
+               {"ordering in a file", o.random_offset ? "random" : "sequential"},
+               {"ordering inter file", o.reorder          ? "constant task offset"
+                                       : o.reorder_random ? "random task offset"
+                                                          : "no tasks offsets"}};
+  if (o.reorder || o.reorder_random) opts["task offset"] = o.task_offset;
+  if (o.reorder_random) opts["reorder random seed"] = o.random_seed;
   if (o.deadline > 0) {
-    j.Int("stonewallingTime", o.deadline);
-    j.Int("stoneWallingWearOut", o.wear_out);
+    opts["stonewallingTime"] = o.deadline;
+    opts["stoneWallingWearOut"] = flag(o.wear_out);
   }
-  j.Int("nodes", info.nodes);
-  j.Int("tasks", info.tasks);
-  j.Int("clients per node", info.tasks_per_node);
-  j.Int("repetitions", o.repetitions);
-  j.Str("xfersize", HumanReadable(o.transfer_size));
-  j.Str("blocksize", HumanReadable(o.block_size));
-  j.Str("aggregate filesize", HumanReadable(AggregateBytes(o, info)));
-  j.Str("dlckpt target", info.target);
-  j.Close('}');
-  j.Open("Results", '[');
+  opts["nodes"] = info.nodes;
+  opts["tasks"] = info.tasks;
+  opts["clients per node"] = info.tasks_per_node;
+  opts["repetitions"] = o.repetitions;
+  opts["xfersize"] = HumanReadable(o.transfer_size);
+  opts["blocksize"] = HumanReadable(o.block_size);
+  opts["aggregate filesize"] = HumanReadable(AggregateBytes(o, info));
+  opts["dlckpt target"] = info.target;
+  test["Options"] = std::move(opts);
+
+  Json results = Json::array();
   for (int it = 0; it < o.repetitions; ++it) {
-    j.Open("", '[');
+    Json iteration = Json::array();
     for (const auto& p : info.phases) {
       if (p.iteration != it) continue;
-      j.Open("", '{');
-      j.Str("access", Name(p.access));
-      j.Dbl("bwMiB", p.bw / kMiB);
-      j.Dbl("blockKiB", static_cast<double>(o.block_size) / kKiB);
-      j.Dbl("xferKiB", static_cast<double>(o.transfer_size) / kKiB);
-      j.Dbl("iops", p.iops);
-      j.Dbl("latency", p.latency);
-      j.Dbl("openTime", p.open);
-      j.Dbl("wrRdTime", p.xfer);
-      j.Dbl("closeTime", p.close);
-      j.Dbl("totalTime", p.total);
+      Json r = {{"access", Name(p.access)},
+                {"bwMiB", Dbl(p.bw / kMiB)},
+                {"blockKiB", Dbl(static_cast<double>(o.block_size) / kKiB)},
+                {"xferKiB", Dbl(static_cast<double>(o.transfer_size) / kKiB)},
+                {"iops", Dbl(p.iops)},
+                {"latency", Dbl(p.latency)},
+                {"openTime", Dbl(p.open)},
+                {"wrRdTime", Dbl(p.xfer)},
+                {"closeTime", Dbl(p.close)},
+                {"totalTime", Dbl(p.total)}};
       if (p.stonewalled) {
-        j.Int("stonewallPairsMin", static_cast<long long>(p.pairs_min));
-        j.Int("stonewallPairsMax", static_cast<long long>(p.pairs_max));
-        j.Dbl("stonewallTime", p.stonewall_time);
+        r["stonewallPairsMin"] = p.pairs_min;
+        r["stonewallPairsMax"] = p.pairs_max;
+        r["stonewallTime"] = Dbl(p.stonewall_time);
       }
-      j.Close('}');
+      iteration.push_back(std::move(r));
     }
     for (const auto& r : info.removes) {
       if (r.iteration != it) continue;
-      j.Open("", '{');
-      j.Str("access", "remove");
-      j.Dbl("totalTime", r.seconds);
-      j.Close('}');
+      iteration.push_back({{"access", "remove"}, {"totalTime", Dbl(r.seconds)}});
     }
-    j.Close(']');
+    results.push_back(std::move(iteration));
   }
-  j.Close(']');
-  j.Open("max", '{');
+  test["Results"] = std::move(results);
+  Json max = Json::object();
+  Json summary = Json::array();
   for (const auto& [a, s] : Summaries(o, info)) {
-    j.Dbl(std::string(Name(a)) + "MiB", s.bw_max / kMiB);
-    j.Dbl(std::string(Name(a)) + "MB", s.bw_max / kMB);
-  }
-  j.Close('}');
-  j.Close('}');
-  j.Close(']');
-  j.Open("summary", '[');
-  for (const auto& [a, s] : Summaries(o, info)) {
-    j.Open("", '{');
-    j.Str("operation", Name(a));
-    j.Str("API", o.api);
-    j.Int("TestID", 0);
-    j.Int("ReferenceNumber", 0);
-    j.Int("segmentCount", static_cast<long long>(o.segments));
-    j.Int("blockSize", static_cast<long long>(o.block_size));
-    j.Int("transferSize", static_cast<long long>(o.transfer_size));
-    j.Int("numTasks", info.tasks);
-    j.Int("tasksPerNode", info.tasks_per_node);
-    j.Int("repetitions", o.repetitions);
-    j.Int("filePerProc", o.file_per_proc);
-    j.Int("reorderTasks", o.reorder);
-    j.Int("taskPerNodeOffset", o.task_offset);
-    j.Int("reorderTasksRandom", o.reorder_random);
-    j.Int("reorderTasksRandomSeed", o.random_seed);
-    j.Dbl("bwMaxMIB", s.bw_max / kMiB);
-    j.Dbl("bwMinMIB", s.bw_min / kMiB);
-    j.Dbl("bwMeanMIB", s.bw_mean / kMiB);
-    j.Dbl("bwStdMIB", s.bw_sd / kMiB);
-    j.Dbl("OPsMax", s.ops_max);
-    j.Dbl("OPsMin", s.ops_min);
-    j.Dbl("OPsMean", s.ops_mean);
-    j.Dbl("OPsSD", s.ops_sd);
-    j.Dbl("MeanTime", s.mean_time);
+    max[std::string(Name(a)) + "MiB"] = Dbl(s.bw_max / kMiB);
+    max[std::string(Name(a)) + "MB"] = Dbl(s.bw_max / kMB);
+    Json sum = {{"operation", Name(a)},
+                {"API", o.api},
+                {"TestID", 0},
+                {"ReferenceNumber", 0},
+                {"segmentCount", o.segments},
+                {"blockSize", o.block_size},
+                {"transferSize", o.transfer_size},
+                {"numTasks", info.tasks},
+                {"tasksPerNode", info.tasks_per_node},
+                {"repetitions", o.repetitions},
+                {"filePerProc", flag(o.file_per_proc)},
+                {"reorderTasks", flag(o.reorder)},
+                {"taskPerNodeOffset", o.task_offset},
+                {"reorderTasksRandom", flag(o.reorder_random)},
+                {"reorderTasksRandomSeed", o.random_seed},
+                {"bwMaxMIB", Dbl(s.bw_max / kMiB)},
+                {"bwMinMIB", Dbl(s.bw_min / kMiB)},
+                {"bwMeanMIB", Dbl(s.bw_mean / kMiB)},
+                {"bwStdMIB", Dbl(s.bw_sd / kMiB)},
+                {"OPsMax", Dbl(s.ops_max)},
+                {"OPsMin", Dbl(s.ops_min)},
+                {"OPsMean", Dbl(s.ops_mean)},
+                {"OPsSD", Dbl(s.ops_sd)},
+                {"MeanTime", Dbl(s.mean_time)}};
     if (s.stonewall_count > 0) {
-      j.Dbl("StoneWallTime", s.stonewall_time);
-      j.Dbl("StoneWallbwMeanMIB", s.stonewall_bytes / kMiB / (s.stonewall_time > 0 ? s.stonewall_time : 1));
+      sum["StoneWallTime"] = Dbl(s.stonewall_time);
+      sum["StoneWallbwMeanMIB"] = Dbl(s.stonewall_bytes / kMiB / (s.stonewall_time > 0 ? s.stonewall_time : 1));
     }
-    j.Dbl("xsizeMiB", static_cast<double>(AggregateBytes(o, info)) / kMiB);
-    j.Close('}');
+    sum["xsizeMiB"] = Dbl(static_cast<double>(AggregateBytes(o, info)) / kMiB);
+    summary.push_back(std::move(sum));
   }
-  j.Close(']');
-  j.Str("Finished", info.finished);
-  j.Close('}');
-  return j.Take();
+  test["max"] = std::move(max);
+  Json doc = {{"Version", kIorVersion},
+              {"Began", info.began},
+              {"Command line", info.command_line},
+              {"Machine", info.machine},
+              {"tests", Json::array({std::move(test)})},
+              {"summary", std::move(summary)},
+              {"Finished", info.finished}};
+  // Invalid UTF-8 (a file name) is replaced rather than thrown on.
+  return doc.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <utility>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/units.h"
 #include "ior.h"
 
@@ -275,109 +276,155 @@ Status ApplyScript(const std::string& text, const std::string& name, Options* o)
   return Status::OK();
 }
 
-std::string UsageText() {
-  return R"(usage: mpiexec -n N dlckpt-ior [OPTIONS]
+namespace {
 
-IOR's command line for the POSIX API, reporting in IOR's formats. Paths under
-/dlckpt go to this rank's memfs store (libintercept); other paths to the OS.
+// The options with a value: the letter, the value's name and the help line.
+struct ValuedDoc {
+  char letter;
+  const char* value;
+  const char* help;
+};
+constexpr ValuedDoc kValuedDocs[] = {
+    {'a', "S", "API: POSIX (the only one)"},
+    {'b', "N", "block size: contiguous bytes per task per segment (default 1m)"},
+    {'t', "N", "transfer size: bytes per I/O call (default 256k)"},
+    {'s', "N", "segments (default 1)"},
+    {'Q', "N", "task per node offset for -C and -Z (default 1)"},
+    {'X', "N", "random seed of -Z and -z (default 0)"},
+    {'D', "N", "stonewalling: stop each phase's transfers after N seconds (0: off)"},
+    {'i', "N", "repetitions (default 1)"},
+    {'o', "S", "test file name (default testFile; -F appends .<rank, 8 digits>)"},
+    {'l', "S", "data packet type: offset, incompressible, timestamp (o, i, t), generic (g)"},
+    {'d', "N", "seconds to wait before each phase"},
+    {'f', "S",
+     "IOR script: \"IOR START\", key=value lines (IOR's long option names), "
+     "at most one \"RUN\", \"IOR STOP\"; applied where -f stands"},
+    {'O', "S",
+     "key=value[,key=value]: summaryFormat=default|JSON, summaryFile=PATH, "
+     "stoneWallingWearOut=0|1 (with -D: after the deadline every task goes on "
+     "to the largest number of transfers any task reached, so all move the "
+     "same data), or any long option name (e.g. blockSize=4m)"},
+};
 
-  -a S    API: POSIX (the only one)
-  -b N    block size: contiguous bytes per task per segment (default 1m)
-  -t N    transfer size: bytes per I/O call (default 256k)
-  -s N    segments (default 1)
-  -F      file per process (else one shared file; /dlckpt needs -F with > 1 task)
-  -w      write phase          -r   read phase  (neither -w nor -r: both)
-  -e      fsync before close (counted in close(s))
-  -Y      fsync after every write (counted in wr/rd(s))
-  -C      reorder tasks for reads: task i reads the data of task i + Q*tasksPerNode
-          (another node's; nodes are told apart by $DLCKPT_NODE, else the host name)
-  -Z      reorder tasks for reads at random: each task reads the data of a task on a
-          node drawn at random among those at least Q nodes away (-X seeds it)
-  -Q N    task per node offset for -C and -Z (default 1)
-  -X N    random seed of -Z and -z (default 0)
-  -z      random offsets: each task issues its transfers in a random order
-  -D N    stonewalling: stop each phase's transfers after N seconds (0: off)
-  -O stoneWallingWearOut=1
-          with -D: after the deadline every task goes on to the largest
-          number of transfers any task reached, so all move the same data
-  -i N    repetitions (default 1)
-  -m      multiple files: repetition R uses the file name <-o>.R
-  -o S    test file name (default testFile; -F appends .<rank, 8 digits>)
-  -u      unique directory per task: <dir of -o>/<rank>/<name> (needs -F)
-  -E      use existing file(s): the write opens without O_CREAT
-  -k      keep the file(s) (else removed after each repetition, timed as "remove")
-  -W      check write: read back and verify after the write phase (untimed)
-  -R      check read: verify the data after the read phase (untimed)
-  -q      quit on error: stop at the first data check that finds wrong data
-  -x      single transfer attempt: a short read or write is an error (no retry)
-  -l S    data packet type: offset, incompressible, timestamp (o, i, t), generic (g)
-  -c      collective I/O: accepted, ignored with a note (the POSIX API has none)
-  -g      barriers between open, transfer and close
-  -d N    seconds to wait before each phase
-  -v      more output (repeatable)
-  -f S    IOR script: "IOR START", key=value lines (IOR's long option names),
-          at most one "RUN", "IOR STOP"; applied where -f stands
-  -O S    key=value[,key=value]: summaryFormat=default|JSON, summaryFile=PATH,
-          stoneWallingWearOut=0|1, or any long option name (e.g. blockSize=4m)
-  --dlckpt.checkpoint
-          /dlckpt only: end each write phase with the collective dlckpt_checkpoint()
-          (commit + encode onto the spares under dlckpt-run + acknowledge), timed in
-          close(s): the figure of a checkpoint, write + encode
-  -h, --help
+// The help lines of the options without a value (kBoolOptions' letters).
+struct FlagDoc {
+  char letter;
+  const char* help;
+};
+constexpr FlagDoc kFlagDocs[] = {
+    {'F', "file per process (else one shared file; /dlckpt needs -F with > 1 task)"},
+    {'w', "write phase (neither -w nor -r: both)"},
+    {'r', "read phase"},
+    {'e', "fsync before close (counted in close(s))"},
+    {'Y', "fsync after every write (counted in wr/rd(s))"},
+    {'C',
+     "reorder tasks for reads: task i reads the data of task i + Q*tasksPerNode "
+     "(another node's; nodes are told apart by $DLCKPT_NODE, else the host name)"},
+    {'Z',
+     "reorder tasks for reads at random: each task reads the data of a task on a "
+     "node drawn at random among those at least Q nodes away (-X seeds it)"},
+    {'z', "random offsets: each task issues its transfers in a random order"},
+    {'m', "multiple files: repetition R uses the file name <-o>.R"},
+    {'u', "unique directory per task: <dir of -o>/<rank>/<name> (needs -F)"},
+    {'E', "use existing file(s): the write opens without O_CREAT"},
+    {'k', "keep the file(s) (else removed after each repetition, timed as \"remove\")"},
+    {'W', "check write: read back and verify after the write phase (untimed)"},
+    {'R', "check read: verify the data after the read phase (untimed)"},
+    {'q', "quit on error: stop at the first data check that finds wrong data"},
+    {'x', "single transfer attempt: a short read or write is an error (no retry)"},
+    {'c', "collective I/O: accepted, ignored with a note (the POSIX API has none)"},
+    {'g', "barriers between open, transfer and close"},
+};
 
-Sizes take k, m, g (binary). Sizes up to what fits in memory: under dlckpt-run
+constexpr char kUnsupportedLetters[] = "ABGHIjJKnNpPSTUV";
+
+constexpr char kDescription[] =
+    R"(IOR's command line for the POSIX API, reporting in IOR's formats. Paths under
+/dlckpt go to this rank's memfs store (libintercept); other paths to the OS.)";
+
+constexpr char kFooter[] =
+    R"(Sizes take k, m, g (binary). Sizes up to what fits in memory: under dlckpt-run
 give --capacity >= 2 x (segments x block size) + 10 %; without it set
 DLCKPT_STORE_CAPACITY (default 256M). Other IOR options are refused with the
-reason (e.g. -B: O_DIRECT, -T: use -D).
-)";
+reason (e.g. -B: O_DIRECT, -T: use -D).)";
+
+// dlckpt-ior's command line. Every option applies to *o when CLI11 meets it,
+// so that later ones override earlier ones and -f's script; the first error
+// goes to *error and ends the parse.
+void DefineOptions(CLI::App& app, Options* o, Status* error) {
+  cli::SetUsage(app, "usage: mpiexec -n N dlckpt-ior [OPTIONS]", 24);
+  app.description(kDescription);
+  app.footer(kFooter);
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->group("Options");
+  // Stops the parse at a failed option, keeping its status for ParseOptions.
+  auto fail = [error](Status st) {
+    *error = std::move(st);
+    throw CLI::ValidationError(error->message());
+  };
+  for (const ValuedDoc& d : kValuedDocs) {
+    const char c = d.letter;
+    app.add_option_function<std::string>(
+           std::string("-") + c,
+           [o, c, fail](const std::string& value) {
+             // "-b=16m": IOR's form of a value joined by '='.
+             const std::string v = !value.empty() && value[0] == '=' ? value.substr(1) : value;
+             if (Status st = ApplyValued(c, v, o); !st.ok()) fail(std::move(st));
+           },
+           d.help)
+        ->option_text(d.value)
+        ->trigger_on_parse();
+  }
+  for (const FlagDoc& d : kFlagDocs) {
+    const BoolOption* b = FindBoolOption(d.letter);
+    app.add_flag_callback(std::string("-") + d.letter, [o, b] { o->*(b->field) = true; }, d.help)
+        ->trigger_on_parse();
+  }
+  app.add_flag_callback("-v", [o] { ++o->verbose; }, "more output (repeatable)")->trigger_on_parse();
+  app.add_flag_callback(
+         "--dlckpt.checkpoint", [o] { o->dlckpt_checkpoint = true; },
+         "/dlckpt only: end each write phase with the collective dlckpt_checkpoint() "
+         "(commit + encode onto the spares under dlckpt-run + acknowledge), timed in "
+         "close(s): the figure of a checkpoint, write + encode")
+      ->trigger_on_parse();
+  // IOR's options that dlckpt-ior refuses, with the reason; not listed in --help.
+  for (const char* c = kUnsupportedLetters; *c != '\0'; ++c) {
+    const char letter = *c;
+    app.add_flag_callback(
+           std::string("-") + letter,
+           [letter, fail] {
+             fail(Status::InvalidArgument(std::string("option -") + letter + " is not supported: " +
+                                          Unsupported(letter)));
+           },
+           "")
+        ->group("")
+        ->trigger_on_parse();
+  }
+  app.set_help_flag("-h,--help", "this text");
+}
+
+}  // namespace
+
+std::string UsageText() {
+  CLI::App app("", "dlckpt-ior");
+  Options o;
+  Status error;
+  DefineOptions(app, &o, &error);
+  return app.help();
 }
 
 Result<Options> ParseOptions(std::span<const std::string> args) {
   Options o;
-  const std::string valued = "abtsioOQdDXlf";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help") {
-      o.help = true;
-      return o;
-    }
-    if (a == "--dlckpt.checkpoint") {
-      o.dlckpt_checkpoint = true;
-      continue;
-    }
-    if (a.size() < 2 || a[0] != '-' || a[1] == '-') {
-      return Status::InvalidArgument("unexpected argument '" + a + "' (see --help)");
-    }
-    for (size_t p = 1; p < a.size(); ++p) {
-      char c = a[p];
-      if (c == 'h') {
-        o.help = true;
-        return o;
-      }
-      if (c == 'v') {
-        ++o.verbose;
-        continue;
-      }
-      if (const BoolOption* b = FindBoolOption(c)) {
-        o.*(b->field) = true;
-        continue;
-      }
-      if (valued.find(c) == std::string::npos) {
-        if (const char* why = Unsupported(c)) {
-          return Status::InvalidArgument(std::string("option -") + c + " is not supported: " + why);
-        }
-        return Status::InvalidArgument(std::string("unknown option -") + c + " (see --help)");
-      }
-      std::string opt = std::string("-") + c;
-      std::string v = a.substr(p + 1);
-      if (!v.empty() && v[0] == '=') v = v.substr(1);
-      if (v.empty() && p + 1 == a.size()) {
-        if (i + 1 >= args.size()) return Status::InvalidArgument(opt + " needs a value");
-        v = args[++i];
-      }
-      DLCKPT_RETURN_IF_ERROR(ApplyValued(c, v, &o));
-      break;  // the value used the rest of this argument
-    }
+  Status error;
+  CLI::App app("", "dlckpt-ior");
+  DefineOptions(app, &o, &error);
+  bool help = false;
+  const Status st = cli::ParseArgs(app, std::vector<std::string>(args.begin(), args.end()), &help);
+  if (!error.ok()) return error;
+  if (!st.ok()) return Status::InvalidArgument(st.message());
+  if (help) {
+    Options h;
+    h.help = true;
+    return h;
   }
   if (o.transfer_size == 0 || o.transfer_size % 8 != 0) {
     return Status::InvalidArgument("-t " + std::to_string(o.transfer_size) +

@@ -9,8 +9,9 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <type_traits>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/strings.h"
@@ -420,134 +421,22 @@ Result<Plan> MakePlan(const PlanRequest& request) {
 
 namespace {
 
-// A small pretty-printing JSON writer; numbers must be finite (others are
-// written as null).
-class JsonWriter {
- public:
-  void BeginObject() { Open('{'); }
-  void EndObject() { Close('}'); }
-  void BeginArray() { Open('['); }
-  void EndArray() { Close(']'); }
-  void Key(std::string_view k) {
-    Separate();
-    AppendString(k);
-    out_ += ": ";
-    after_key_ = true;
-  }
-  void String(std::string_view s) {
-    Separate();
-    AppendString(s);
-  }
-  void Number(double v) {
-    Separate();
-    out_ += std::isfinite(v) ? Format("%.10g", v) : std::string("null");
-  }
-  void Int(int64_t v) {
-    Separate();
-    out_ += std::to_string(v);
-  }
-  void Null() {
-    Separate();
-    out_ += "null";
-  }
-  void Bool(bool b) {
-    Separate();
-    out_ += b ? "true" : "false";
-  }
-  void Optional(const std::optional<double>& v) { v ? Number(*v) : Null(); }
+using Json = nlohmann::ordered_json;
 
-  // Members of the enclosing object: the key, then the value (Field: written
-  // by the function above that fits its type).
-  void BeginObject(std::string_view k) {
-    Key(k);
-    BeginObject();
-  }
-  void BeginArray(std::string_view k) {
-    Key(k);
-    BeginArray();
-  }
-  template <typename T>
-  void Field(std::string_view k, const T& v) {
-    Key(k);
-    Value(v);
-  }
-  // The member k: v's value, or the string `absent` when v is empty.
-  template <typename T>
-  void FieldOr(std::string_view k, const std::optional<T>& v, std::string_view absent) {
-    Key(k);
-    if (v) {
-      Value(*v);
-    } else {
-      String(absent);
-    }
-  }
-  // A value, written by the function above that fits its type.
-  template <typename T>
-  void Value(const T& v) {
-    if constexpr (std::is_same_v<T, bool>) {
-      Bool(v);
-    } else if constexpr (std::is_integral_v<T>) {
-      Int(v);
-    } else if constexpr (std::is_floating_point_v<T>) {
-      Number(v);
-    } else if constexpr (std::is_same_v<T, std::optional<double>>) {
-      Optional(v);
-    } else {
-      String(v);
-    }
-  }
-  // An object of the members key, value, key, value, ... in that order.
-  template <typename... KeysAndValues>
-  void Object(const KeysAndValues&... kv) {
-    BeginObject();
-    Fields(kv...);
-    EndObject();
-  }
+// v's value, or the string `absent` when v is empty.
+template <typename T>
+Json ValueOr(const std::optional<T>& v, std::string_view absent) {
+  return v ? Json(*v) : Json(absent);
+}
 
-  std::string Take() { return std::move(out_) + "\n"; }
+// v's value, or null when v is empty.
+Json ValueOrNull(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
- private:
-  void Fields() {}
-  template <typename T, typename... Rest>
-  void Fields(std::string_view k, const T& v, const Rest&... rest) {
-    Field(k, v);
-    Fields(rest...);
-  }
-  void Open(char c) {
-    Separate();
-    out_ += c;
-    first_.push_back(true);
-  }
-  void Close(char c) {
-    const bool empty = first_.back();
-    first_.pop_back();
-    if (!empty) Newline();
-    out_ += c;
-  }
-  void Separate() {
-    if (after_key_) {
-      after_key_ = false;
-      return;
-    }
-    if (first_.empty()) return;
-    if (!first_.back()) out_ += ',';
-    first_.back() = false;
-    Newline();
-  }
-  void Newline() {
-    out_ += '\n';
-    out_.append(2 * first_.size(), ' ');
-  }
-  void AppendString(std::string_view s) { AppendJsonString(&out_, s); }
-
-  std::string out_;
-  std::vector<bool> first_;
-  bool after_key_ = false;
-};
-
-void WritePoint(JsonWriter& j, const ModelPoint& p) {
-  j.Object("phases", p.phases, "p_success", p.p_success, "expected_hours", p.hours, "overhead",
-           p.overhead);
+Json PointJson(const ModelPoint& p) {
+  return {{"phases", p.phases},
+          {"p_success", p.p_success},
+          {"expected_hours", ValueOrNull(p.hours)},
+          {"overhead", ValueOrNull(p.overhead)}};
 }
 
 const char* SourceName(TimesSpec::Source s) {
@@ -559,133 +448,116 @@ const char* SourceName(TimesSpec::Source s) {
   return "?";
 }
 
+Json InputsJson(const PlanRequest& req) {
+  Json in = {{"compute_nodes", req.compute_nodes},
+             {"spare_nodes", req.spare_nodes},
+             {"mttf_hours", req.mttf_hours},
+             {"phases", req.phases},
+             {"interval_hours", ValueOr(req.interval_hours, "auto")},
+             {"target", req.target},
+             {"times_source", SourceName(req.times.source)},
+             {"times_origin", req.times.origin},
+             {"max_group_nodes", req.max_rs_group_nodes},
+             {"sim_runs", req.sim_runs},
+             {"seed", std::to_string(req.seed)}};  // a string: JSON numbers lose precision past 2^53
+  if (req.two_level.enabled) {
+    const TwoLevelRequest& t = req.two_level;
+    Json two = Json::object();
+    if (t.drain_seconds) {
+      two["drain_seconds"] = *t.drain_seconds;
+    } else {
+      two["pfs_mbps"] = t.pfs_mbps;
+      two["drain_mb_per_node"] = t.drain_mb_per_node;
+    }
+    two["drain_visible"] = t.drain_visible;
+    two["drain_every"] = ValueOr(t.drain_every, "auto");
+    two["unrecoverable_rate_per_hour"] = ValueOr(t.uncovered_rate, "derived");
+    two["system_loss_mtbf_hours"] = t.system_loss_mtbf_hours;
+    in["two_level"] = std::move(two);
+  }
+  return in;
+}
+
+Json CandidateJson(const PlanRequest& req, const Candidate& c) {
+  Json kinds = Json::array();
+  for (const GroupKind& k : c.layout.kinds) {
+    kinds.push_back({{"count", k.count}, {"compute", k.compute}, {"spares", k.spares}});
+  }
+  Json j = {{"spares_per_group", c.layout.spares_per_group},
+            {"groups", c.layout.groups()},
+            {"group_kinds", std::move(kinds)},
+            {"ckpt_seconds", c.times.ckpt_seconds},
+            {"restart_seconds", c.times.restart_seconds},
+            {"interval_hours", c.interval_hours},
+            {"young_hours", c.young_hours},
+            {"daly_hours", c.daly_hours}};
+  j["model"] = {{"at_phases", PointJson(c.model)},
+                {"phases_at_target", c.model_phases_at_target},
+                {"phases_at_target_is_cap", c.model_phases_at_target >= kMaxPhases},
+                {"at_target", c.model_phases_at_target > 0 ? PointJson(c.model_at_target) : Json(nullptr)}};
+  if (c.two_level) {
+    const TwoLevelResult& t = *c.two_level;
+    j["two_level"] = {
+        {"group_loss_rate_per_hour", t.group_loss_rate},
+        {"covered_rate_per_hour", t.covered_rate},
+        {"uncovered_rate_per_hour", t.uncovered_rate},
+        {"exposure_seconds", t.exposure_seconds},
+        {"drain_seconds", t.drain_seconds},
+        {"visible_drain_seconds", t.visible_drain_seconds},
+        {"pfs_restart_seconds", t.pfs_restart_seconds},
+        {"drain_every", t.choice.drain_every > 0 ? Json(t.choice.drain_every) : Json("never")},
+        {"drain_every_is_cap", t.drain_every_is_cap},
+        {"drain_every_given", req.two_level.drain_every.has_value()},
+        {"interval_hours", t.choice.interval_hours},
+        {"interval_given", t.interval_fixed},
+        {"efficiency", t.choice.efficiency},
+        {"cycle_hours", t.choice.cycle_hours},  // null (not finite) when never draining
+        {"expected_hours", t.expected_hours},
+        {"efficiency_drain_every_checkpoint", t.efficiency_every_checkpoint},
+        {"first_order_drain_every", t.first_order_drain_every}};
+  }
+  Json sim = nullptr;
+  if (c.sim) {
+    Json marks = Json::array();
+    for (const SimMark& mk : c.sim->marks) {
+      marks.push_back({{"phases", mk.phases},
+                       {"finished_runs", mk.finished_runs},
+                       {"p_finish", mk.p_finish},
+                       {"overhead", ValueOrNull(mk.overhead)}});
+    }
+    sim = {{"runs", c.sim->runs},
+           {"phases_at_target", c.sim->phases_at_target},
+           {"phases_at_target_is_cap", c.sim->phases_at_target >= kMaxPhases},
+           {"marks", std::move(marks)}};
+  }
+  j["simulation"] = std::move(sim);
+  return j;
+}
+
 }  // namespace
 
 std::string FormatJson(const Plan& plan) {
   const PlanRequest& req = plan.request;
-  JsonWriter j;
-  j.BeginObject();
-  j.BeginObject("inputs");
-  j.Field("compute_nodes", req.compute_nodes);
-  j.Field("spare_nodes", req.spare_nodes);
-  j.Field("mttf_hours", req.mttf_hours);
-  j.Field("phases", req.phases);
-  j.FieldOr("interval_hours", req.interval_hours, "auto");
-  j.Field("target", req.target);
-  j.Field("times_source", SourceName(req.times.source));
-  j.Field("times_origin", req.times.origin);
-  j.Field("max_group_nodes", req.max_rs_group_nodes);
-  j.Field("sim_runs", req.sim_runs);
-  j.Field("seed", std::to_string(req.seed));  // a string: JSON numbers lose precision past 2^53
-  if (req.two_level.enabled) {
-    const TwoLevelRequest& t = req.two_level;
-    j.BeginObject("two_level");
-    if (t.drain_seconds) {
-      j.Field("drain_seconds", *t.drain_seconds);
-    } else {
-      j.Field("pfs_mbps", t.pfs_mbps);
-      j.Field("drain_mb_per_node", t.drain_mb_per_node);
-    }
-    j.Field("drain_visible", t.drain_visible);
-    j.FieldOr("drain_every", t.drain_every, "auto");
-    j.FieldOr("unrecoverable_rate_per_hour", t.uncovered_rate, "derived");
-    j.Field("system_loss_mtbf_hours", t.system_loss_mtbf_hours);
-    j.EndObject();
-  }
-  j.EndObject();
-  j.Field("system_mtbf_hours", plan.system_mtbf_hours);
-  j.BeginArray("candidates");
-  for (const Candidate& c : plan.candidates) {
-    j.BeginObject();
-    j.Field("spares_per_group", c.layout.spares_per_group);
-    j.Field("groups", c.layout.groups());
-    j.BeginArray("group_kinds");
-    for (const GroupKind& k : c.layout.kinds) {
-      j.Object("count", k.count, "compute", k.compute, "spares", k.spares);
-    }
-    j.EndArray();
-    j.Field("ckpt_seconds", c.times.ckpt_seconds);
-    j.Field("restart_seconds", c.times.restart_seconds);
-    j.Field("interval_hours", c.interval_hours);
-    j.Field("young_hours", c.young_hours);
-    j.Field("daly_hours", c.daly_hours);
-    j.BeginObject("model");
-    j.Key("at_phases");
-    WritePoint(j, c.model);
-    j.Field("phases_at_target", c.model_phases_at_target);
-    j.Field("phases_at_target_is_cap", c.model_phases_at_target >= kMaxPhases);
-    j.Key("at_target");
-    if (c.model_phases_at_target > 0) {
-      WritePoint(j, c.model_at_target);
-    } else {
-      j.Null();
-    }
-    j.EndObject();
-    if (c.two_level) {
-      const TwoLevelResult& t = *c.two_level;
-      j.BeginObject("two_level");
-      j.Field("group_loss_rate_per_hour", t.group_loss_rate);
-      j.Field("covered_rate_per_hour", t.covered_rate);
-      j.Field("uncovered_rate_per_hour", t.uncovered_rate);
-      j.Field("exposure_seconds", t.exposure_seconds);
-      j.Field("drain_seconds", t.drain_seconds);
-      j.Field("visible_drain_seconds", t.visible_drain_seconds);
-      j.Field("pfs_restart_seconds", t.pfs_restart_seconds);
-      j.Key("drain_every");
-      if (t.choice.drain_every > 0) {
-        j.Int(t.choice.drain_every);
-      } else {
-        j.String("never");
-      }
-      j.Field("drain_every_is_cap", t.drain_every_is_cap);
-      j.Field("drain_every_given", req.two_level.drain_every.has_value());
-      j.Field("interval_hours", t.choice.interval_hours);
-      j.Field("interval_given", t.interval_fixed);
-      j.Field("efficiency", t.choice.efficiency);
-      j.Field("cycle_hours", t.choice.cycle_hours);  // null (not finite) when never draining
-      j.Field("expected_hours", t.expected_hours);
-      j.Field("efficiency_drain_every_checkpoint", t.efficiency_every_checkpoint);
-      j.Field("first_order_drain_every", t.first_order_drain_every);
-      j.EndObject();
-    }
-    j.Key("simulation");
-    if (c.sim) {
-      j.BeginObject();
-      j.Field("runs", c.sim->runs);
-      j.Field("phases_at_target", c.sim->phases_at_target);
-      j.Field("phases_at_target_is_cap", c.sim->phases_at_target >= kMaxPhases);
-      j.BeginArray("marks");
-      for (const SimMark& mk : c.sim->marks) {
-        j.Object("phases", mk.phases, "finished_runs", mk.finished_runs, "p_finish", mk.p_finish,
-                 "overhead", mk.overhead);
-      }
-      j.EndArray();
-      j.EndObject();
-    } else {
-      j.Null();
-    }
-    j.EndObject();
-  }
-  j.EndArray();
-  j.BeginArray("skipped");
+  Json j = {{"inputs", InputsJson(req)}, {"system_mtbf_hours", plan.system_mtbf_hours}};
+  Json candidates = Json::array();
+  for (const Candidate& c : plan.candidates) candidates.push_back(CandidateJson(req, c));
+  j["candidates"] = std::move(candidates);
+  Json skipped = Json::array();
   for (const Skipped& s : plan.skipped) {
-    j.Object("spares_per_group", s.spares_per_group, "reason", s.reason);
+    skipped.push_back({{"spares_per_group", s.spares_per_group}, {"reason", s.reason}});
   }
-  j.EndArray();
+  j["skipped"] = std::move(skipped);
   const Candidate& best = plan.candidates[plan.recommended];
-  j.Key("recommendation");
-  j.BeginObject();
-  j.Field("spares_per_group", best.layout.spares_per_group);
-  j.Field("interval_hours", best.interval_hours);
+  Json rec = {{"spares_per_group", best.layout.spares_per_group}, {"interval_hours", best.interval_hours}};
   if (best.two_level) {
-    j.Field("drain_every", best.two_level->choice.drain_every);  // 0: never
-    j.Field("two_level_interval_hours", best.two_level->choice.interval_hours);
-    j.Field("two_level_efficiency", best.two_level->choice.efficiency);
+    rec["drain_every"] = best.two_level->choice.drain_every;  // 0: never
+    rec["two_level_interval_hours"] = best.two_level->choice.interval_hours;
+    rec["two_level_efficiency"] = best.two_level->choice.efficiency;
   }
-  j.Field("reason", plan.recommendation);
-  j.EndObject();
-  j.EndObject();
-  return j.Take();
+  rec["reason"] = plan.recommendation;
+  j["recommendation"] = std::move(rec);
+  // Invalid UTF-8 (a bench file's name) is replaced rather than thrown on.
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 namespace {

@@ -27,9 +27,9 @@ fail() { echo "FAIL: $*" >&2; echo "---- output:" >&2; cat "$out" >&2; exit 1; }
 mpi() { timeout -k 5 120 mpiexec -launcher fork "$@"; }
 
 "$bin/dlckpt-ior" --help >"$out" 2>&1 || fail "--help failed"
-grep -q -- "-C      reorder tasks" "$out" || fail "--help does not describe -C"
-for o in "-z      random offsets" "-D N    stonewalling" "-f S    IOR script" "-Z      reorder tasks"; do
-  grep -q -- "$o" "$out" || fail "--help does not describe '$o'"
+grep -qE -- "-C +reorder tasks" "$out" || fail "--help does not describe -C"
+for o in "-z +random offsets" "-D N +stonewalling" "-f S +IOR script" "-Z +reorder tasks"; do
+  grep -qE -- "$o" "$out" || fail "--help does not describe '$o'"
 done
 
 # Bad usage: exit 2 and a message naming the option.

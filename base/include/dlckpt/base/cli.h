@@ -34,6 +34,12 @@ Status ParseArgs(CLI::App& app, const std::vector<std::string>& args, bool* help
 // pointer to --help on stderr).
 std::optional<int> ParseMain(CLI::App& app, int argc, char** argv, int usage_exit = 2);
 
+// Makes app.help() begin with `usage` (the whole line, e.g. "Usage: dlckpt-plan
+// --nodes N ... [options]") and a blank line, then the app's description, the
+// options by group (descriptions filled to 79 columns; a '\n' in one starts a
+// new line), and the footer. `column` is the width of the option column.
+void SetUsage(CLI::App& app, std::string usage, size_t column = 30);
+
 }  // namespace dlckpt::cli
 
 #endif  // DLCKPT_BASE_CLI_H_

@@ -24,6 +24,8 @@
 #include "dlckpt/control/client.h"
 #include "dlckpt/intercept/intercept.h"
 #include "dlckpt/memfs/memfs.h"
+#include "api_boundary.h"
+#include "api_memory.h"
 #include "api_persist.h"
 
 namespace dlckpt::api {
@@ -211,6 +213,7 @@ Status Init(MPI_Comm comm) {
   DLCKPT_RETURN_IF_ERROR(c.Agree(drainer.status(), "dlckpt_init"));
   st.drainer = std::move(*drainer);
   st.initialized = true;
+  memory::Attach(st.store);
   g_rank = c.rank();
   g_next_epoch = static_cast<uint64_t>(st.restarted_epoch) + 1;
   if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
@@ -221,6 +224,8 @@ Status Init(MPI_Comm comm) {
 Status Checkpoint() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint: call dlckpt_init first");
+  // The protected memory regions join the checkpoint's files (api_memory.h).
+  DLCKPT_RETURN_IF_ERROR(st.collective->Agree(memory::StoreRegions(st.store), "dlckpt_checkpoint"));
   Result<uint64_t> epoch = st.round->Run();
   if (st.drainer) st.drainer->OnProtected(st.round->protected_epoch());
   g_next_epoch = epoch.ok() ? *epoch + 1 : st.store->epochs().next;
@@ -276,6 +281,7 @@ Status Finalize() {
   st.round_store.reset();
   MPI_Comm_free(&st.comm);
   st.initialized = false;
+  memory::Attach(nullptr);
   if (remove_store && s.ok()) {
     // Unlinked, not detached: the process keeps its mapping (and a pointer
     // from intercept::ProcessStore stays valid) until it exits.
@@ -285,19 +291,6 @@ Status Finalize() {
   }
   if (!waited.ok()) return waited.Prefixed("dlckpt_finalize");
   return s.Prefixed("dlckpt_finalize");
-}
-
-int Boundary(const Status& s) noexcept { return s.ok() ? 0 : SetErrno(s); }
-
-template <class Fn>
-int Guarded(Fn&& fn) noexcept {
-  try {
-    return Boundary(fn());
-  } catch (const std::bad_alloc&) {
-    return SetErrno(Status::Error(ENOMEM, "out of memory"));
-  } catch (...) {
-    return SetErrno(Status::Error(EIO, "unexpected exception"));
-  }
 }
 
 }  // namespace

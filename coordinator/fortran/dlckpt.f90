@@ -16,9 +16,9 @@
 ! Memory regions (arrays) are passed by address and size in bytes; the array
 ! needs the TARGET (or POINTER) attribute for c_loc, and must stay allocated
 ! while protected (dlckpt/dlckpt.h, "Memory regions"):
-!   use, intrinsic :: iso_c_binding, only: c_loc, c_sizeof
+!   use, intrinsic :: iso_c_binding, only: c_loc
 !   real(8), allocatable, target :: u(:)
-!   ierr = dlckpt_protect(1, c_loc(u), c_sizeof(u))      ! bytes: any integer kind 4 or 8
+!   ierr = dlckpt_protect(1, c_loc(u), size(u, kind=8) * storage_size(u) / 8)  ! bytes: kind 4 or 8
 !   if (dlckpt_restarted_epoch() > 0) ierr = dlckpt_recover()
 !   ierr = dlckpt_checkpoint()
 module dlckpt

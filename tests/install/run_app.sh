@@ -6,7 +6,8 @@
 # checkpoint 3 (XOR: 1 spare; RS: 2 spares, vn1 and vn2 killed), and checks
 # that the recovered run restarted from a checkpoint and printed the
 # failure-free run's checksum. Cleans up its processes, stores
-# (/dev/shm/dlckpt.<job>.*), SCR staging directories and run directory.
+# (/dev/shm/dlckpt.<job>.*), SCR and VeloC staging directories and run
+# directory.
 set -uo pipefail
 run_dir=$1 app=$2 scheme=$3
 shift 3
@@ -19,6 +20,7 @@ cleanup() {
       p=${p#/proc/}; [ "${p%%/*}" = $$ ] || kill -9 "${p%%/*}" 2>/dev/null
     done
     rm -f /dev/shm/dlckpt."$j".*; rm -rf /dev/shm/dlckpt-scr."$j".* "/tmp/dlckpt-run.$j"
+    rm -rf /dev/shm/dlckpt-veloc."$j".*
   done
   rm -f "$out"
 }

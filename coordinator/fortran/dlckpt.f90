@@ -126,7 +126,7 @@ contains
     integer, intent(in) :: id
     type(c_ptr), intent(in) :: ptr
     integer(kind=4), intent(in) :: bytes
-    protect_i4 = int(c_protect(int(id, c_int), ptr, int(bytes, c_size_t)))
+    protect_i4 = protect_i8(id, ptr, int(bytes, 8))
   end function
 
   integer function protect_i8(id, ptr, bytes)

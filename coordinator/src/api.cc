@@ -55,7 +55,9 @@ State& S() {
 // write into memfs after the previous checkpoint.
 std::atomic<uint64_t> g_next_epoch{1};
 std::atomic<int> g_rank{0};
+std::atomic<bool> g_write_reported{false};  // for g_next_epoch
 void OnFirstWrite() {
+  g_write_reported = true;
   events::Emit(events::WriteBegin(g_next_epoch.load(), g_rank.load()));
 }
 
@@ -216,6 +218,7 @@ Status Init(MPI_Comm comm) {
   memory::Attach(st.store);
   g_rank = c.rank();
   g_next_epoch = static_cast<uint64_t>(st.restarted_epoch) + 1;
+  g_write_reported = false;
   if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
   if (c.rank() == 0) events::Emit(events::Init(st.restarted_epoch));
   return Status::OK();
@@ -225,10 +228,17 @@ Status Checkpoint() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint: call dlckpt_init first");
   // The protected memory regions join the checkpoint's files (api_memory.h).
+  // Their writes bypass the interception: a checkpoint of regions alone
+  // reports its write phase here.
+  if (std::getenv("DLCKPT_EVENTS") && !g_write_reported && !memory::ProtectedIds().empty()) {
+    intercept::ArmWriteHook(nullptr);
+    OnFirstWrite();
+  }
   DLCKPT_RETURN_IF_ERROR(st.collective->Agree(memory::StoreRegions(st.store), "dlckpt_checkpoint"));
   Result<uint64_t> epoch = st.round->Run();
   if (st.drainer) st.drainer->OnProtected(st.round->protected_epoch());
   g_next_epoch = epoch.ok() ? *epoch + 1 : st.store->epochs().next;
+  g_write_reported = false;
   if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
   return epoch.status().Prefixed("dlckpt_checkpoint");
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_app.sh RUN_DIR APP xor|rs -- APP_ARGS...
-# (DLCKPT_RUN_EXTRA: more dlckpt-run options, e.g. --preload.)
+# (DLCKPT_RUN_EXTRA: more dlckpt-run options, e.g. --preload; DLCKPT_RUN_AT:
+# when to kill instead of checkpoint:3, e.g. phase:write:3.)
 # Runs APP once failure-free (plain mpiexec, 4 ranks) and once under
 # RUN_DIR/dlckpt-run on 4 virtual nodes with node vn2 killed right after
 # checkpoint 3 (XOR: 1 spare; RS: 2 spares, vn1 and vn2 killed), and checks
@@ -38,7 +39,7 @@ else
 fi
 read -r -a extra <<<"${DLCKPT_RUN_EXTRA:-}"
 timeout -k 5 90 "$run_dir/dlckpt-run" --job "$job" "${layout[@]}" "${extra[@]}" --kill-node "$victims" \
-  --at checkpoint:3 -- "$app" "$@" >"$out" 2>&1
+  --at "${DLCKPT_RUN_AT:-checkpoint:3}" -- "$app" "$@" >"$out" 2>&1
 rc=$?
 [ "$rc" = 0 ] || fail "dlckpt-run exited $rc"
 got=$(sed -n 's/^checksum: //p' "$out")

@@ -12,7 +12,7 @@
  * Rank 0 prints "restarted from iteration K" after a restart that recovered
  * K > 0 and, last, "checksum: <hex>" of every rank's grid and file array.
  *
- *   veloc_app CFG [--iters N] [--sleep-ms S] [--simple] */
+ *   veloc_app CFG [--iters N] [--sleep-ms S] [--simple | --errors] */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,11 +38,54 @@ static uint64_t mix(uint64_t x) {
   return x;
 }
 
+/* --errors: calls VeloC documents as failing, each VELOC_FAILURE, then one
+ * checkpoint and its restart within the run. Prints "veloc_app errors: ok". */
+static void run_error_checks(const char* cfg) {
+#define EXPECT(cond) \
+  if (!(cond)) fail(#cond)
+  char path[VELOC_MAX_NAME];
+  int x = 5, y[4] = {1, 2, 3, 4};
+  EXPECT(VELOC_Init(MPI_COMM_WORLD, "/nonexistent/veloc.cfg") == VELOC_FAILURE);
+  EXPECT(VELOC_Init_single(0, cfg) == VELOC_FAILURE);
+  EXPECT(VELOC_Init(MPI_COMM_WORLD, cfg) == VELOC_SUCCESS);
+  EXPECT(VELOC_Mem_protect(-1, &x, 1, sizeof x) == VELOC_FAILURE);
+  EXPECT(VELOC_Mem_unprotect(3) == VELOC_FAILURE);
+  EXPECT(VELOC_Mem_protect(0, &x, 1, sizeof x) == VELOC_SUCCESS);
+  EXPECT(VELOC_Route_file("f", path) == VELOC_FAILURE);  /* outside a phase */
+  EXPECT(VELOC_Checkpoint_mem() == VELOC_FAILURE);
+  EXPECT(VELOC_Restart_test("errs", 0) == VELOC_FAILURE);  /* nothing to restart from */
+  EXPECT(VELOC_Checkpoint_begin("a/b", 1) == VELOC_FAILURE);
+  EXPECT(VELOC_Checkpoint_begin("errs", 4) == VELOC_SUCCESS);
+  EXPECT(VELOC_Checkpoint_begin("errs", 5) == VELOC_FAILURE);  /* a phase is open */
+  EXPECT(VELOC_Checkpoint_selective(VELOC_CKPT_SOME, &x, 1) == VELOC_FAILURE);
+  EXPECT(VELOC_Checkpoint_mem() == VELOC_SUCCESS);
+  EXPECT(VELOC_Checkpoint_end(g_rank != 1) == VELOC_FAILURE);  /* one rank failed: none taken */
+  EXPECT(VELOC_Restart_test("errs", 0) == VELOC_FAILURE);
+  EXPECT(VELOC_Checkpoint("errs", 4) == VELOC_SUCCESS);
+  EXPECT(VELOC_Checkpoint("errs", 4) == VELOC_FAILURE);  /* versions increase */
+  EXPECT(VELOC_Restart_test("errs", 0) == 4);
+  EXPECT(VELOC_Restart_test("errs", 4) == VELOC_FAILURE);  /* only versions below 4 */
+  EXPECT(VELOC_Restart_test("other", 0) == VELOC_FAILURE);
+  EXPECT(VELOC_Restart_begin("errs", 3) == VELOC_FAILURE);
+  x = 0;
+  EXPECT(VELOC_Mem_protect(1, y, 4, sizeof y[0]) == VELOC_SUCCESS);  /* not in the checkpoint */
+  EXPECT(VELOC_Restart_begin("errs", 4) == VELOC_SUCCESS);
+  EXPECT(VELOC_Recover_size(0) == (int)sizeof x && VELOC_Recover_size(1) == -1);
+  EXPECT(VELOC_Recover_mem() == VELOC_FAILURE && x == 0);  /* region 1 is missing: nothing copied */
+  EXPECT(VELOC_Recover_selective(VELOC_RECOVER_REST, (int[]){1}, 1) == VELOC_SUCCESS && x == 5);
+  EXPECT(VELOC_Route_file("f", path) == VELOC_FAILURE);  /* the checkpoint holds no file */
+  EXPECT(VELOC_Restart_end(1) == VELOC_SUCCESS);
+  EXPECT(VELOC_Finalize(0) == VELOC_SUCCESS);
+  if (g_rank == 0) printf("veloc_app errors: ok\n");
+#undef EXPECT
+}
+
 int main(int argc, char** argv) {
-  int iters = 10, sleep_ms = 50, simple = 0;
+  int iters = 10, sleep_ms = 50, simple = 0, errors = 0;
   const char* cfg = argc > 1 ? argv[1] : NULL;
   for (int i = 2; i < argc; ++i) {
     if (!strcmp(argv[i], "--simple")) simple = 1;
+    else if (!strcmp(argv[i], "--errors")) errors = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--sleep-ms")) sleep_ms = atoi(argv[++i]);
   }
@@ -50,6 +93,11 @@ int main(int argc, char** argv) {
   int size;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (errors) {
+    run_error_checks(cfg);
+    MPI_Finalize();
+    return 0;
+  }
   if (VELOC_Init(MPI_COMM_WORLD, cfg) != VELOC_SUCCESS) fail("VELOC_Init");
 
   int it = 0;

@@ -97,28 +97,28 @@ int dlckpt_finalize(void);
 
 /* Protects [ptr, ptr + bytes) as region `id`, replacing any earlier pointer
  * and size of that id (a region may grow, shrink or move between
- * checkpoints). May be called before dlckpt_init. EINVAL for id < 0, or a
- * * NULL ptr with bytes > 0 (bytes 0 is an empty region), or bytes past
+ * checkpoints). May be called before dlckpt_init. EINVAL for id < 0, a
+ * NULL ptr with bytes > 0 (bytes 0 is an empty region), or bytes past
  * PTRDIFF_MAX. */
 int dlckpt_protect(int id, void* ptr, size_t bytes);
 /* Stops protecting region `id`: the next checkpoint no longer holds it.
  * ENOENT if it is not protected. */
 int dlckpt_unprotect(int id);
 /* After dlckpt_init, typically when dlckpt_restarted_epoch() > 0: copies
- * every protected region back from the newest checkpoint this rank's store
- * holds (the restarted epoch, or a checkpoint taken since). Every region is
- * checked before any byte is copied: ENOENT naming the id if the checkpoint
- * does not hold it, EINVAL naming the id and both sizes if the checkpoint's
- * size differs from the protected size (protect it with the checkpoint's
- * size, e.g. from dlckpt_region_size); on any such error no memory is
- * written. Regions in the checkpoint that are not protected are left alone.
- * EIO/EBADMSG if the store fails while copying (the region then holds an
- * unspecified mix). */
+ * every protected region back as the store holds it: after a relaunch, from
+ * the restarted epoch; within a run, as the last dlckpt_checkpoint stored
+ * it. Every region is checked before any byte is copied: ENOENT naming the
+ * id if the checkpoint does not hold it, EINVAL naming the id and both sizes
+ * if the checkpoint's size differs from the protected size (protect it with
+ * the checkpoint's size, e.g. from dlckpt_region_size); on any such error no
+ * memory is written. Regions in the checkpoint that are not protected are
+ * left alone. EIO/EBADMSG if the store fails while copying (the region then
+ * holds an unspecified mix). */
 int dlckpt_recover(void);
 /* The same for region `id` alone (ENOENT also if `id` is not protected). */
 int dlckpt_recover_region(int id);
-/* The size in bytes of region `id` in the newest checkpoint the store
- * holds, or -1 (errno ENOENT) if it holds none; for sizing a buffer before
+/* The size in bytes of region `id` as dlckpt_recover would find it, or -1
+ * (errno ENOENT) if the store holds none; for sizing a buffer before
  * dlckpt_protect and dlckpt_recover_region. After dlckpt_init. */
 long long dlckpt_region_size(int id);
 

@@ -13,14 +13,15 @@
 #   LIBDIR/                 libdlckpt_api.a and the static archives it needs,
 #                           libdlckpt_intercept.a, libdlckpt_api.so,
 #                           libdlckpt_preload.so, libdlckpt_scr.so and
-#                           its SCR names libscr.so, libscrf.so (links)
+#                           its SCR names libscr.so, libscrf.so (links),
+#                           libdlckpt_veloc.so (the VeloC API)
 #   LIBDIR/cmake/dlckpt/    dlckptConfig.cmake, dlckptConfigVersion.cmake,
 #                           dlckptTargets*.cmake
 #   LIBDIR/pkgconfig/       dlckpt.pc (API + static wrappers), dlckpt-scr.pc,
 #                           scr.pc (the same under SCR's name, -lscr)
 #   include/dlckpt/...      public headers (dlckpt/dlckpt.h, the modules'
 #                           dlckpt/<module>/*.h), include/scr.h, include/scrf.h
-#                           (SCR's Fortran include file)
+#                           (SCR's Fortran include file), include/veloc.h
 #   share/dlckpt/           dlckpt.flags (mpicc @file recipe for this prefix),
 #                           demo.sh
 #   share/man/man1/         a man page per tool and compiler wrapper (help2man)
@@ -84,7 +85,7 @@ function(_dlckpt_closure out)
 endfunction()
 
 set(_dlckpt_roots dlckpt_api dlckpt_api_headers dlckpt_intercept dlckpt_intercept_headers)
-foreach(t dlckpt_api_shared dlckpt_preload dlckpt_scr dlckpt_scr_shared dlckpt_fortran)
+foreach(t dlckpt_api_shared dlckpt_preload dlckpt_scr dlckpt_scr_shared dlckpt_fortran dlckpt_veloc)
   if(TARGET ${t})
     list(APPEND _dlckpt_roots ${t})
   endif()

@@ -12,9 +12,18 @@
 !   ierr = dlckpt_checkpoint_wait()   ! returns once protected
 !   print *, dlckpt_protected_epoch()
 !   ierr = dlckpt_finalize()
+!
+! Memory regions (arrays) are passed by address and size in bytes; the array
+! needs the TARGET (or POINTER) attribute for c_loc, and must stay allocated
+! while protected (dlckpt/dlckpt.h, "Memory regions"):
+!   use, intrinsic :: iso_c_binding, only: c_loc
+!   real(8), allocatable, target :: u(:)
+!   ierr = dlckpt_protect(1, c_loc(u), size(u, kind=8) * storage_size(u) / 8)  ! bytes: kind 4 or 8
+!   if (dlckpt_restarted_epoch() > 0) ierr = dlckpt_recover()
+!   ierr = dlckpt_checkpoint()
 module dlckpt
   use, intrinsic :: iso_c_binding, only: c_int, c_long_long, c_ptr, c_char, c_associated, &
-                                         c_f_pointer
+                                         c_f_pointer, c_size_t
   implicit none
   private
 
@@ -23,6 +32,13 @@ module dlckpt
 
   public :: dlckpt_init, dlckpt_checkpoint, dlckpt_set_encode_mode, dlckpt_checkpoint_wait
   public :: dlckpt_protected_epoch, dlckpt_restarted_epoch, dlckpt_finalize, dlckpt_last_error
+  public :: dlckpt_protect, dlckpt_unprotect, dlckpt_recover, dlckpt_recover_region, dlckpt_region_size
+
+  ! dlckpt_protect(id, ptr, bytes): bytes of 4- or 8-byte integer kind (a
+  ! negative size fails with EINVAL).
+  interface dlckpt_protect
+    module procedure protect_i4, protect_i8
+  end interface
 
   interface
     integer(c_int) function c_init_f(comm) bind(C, name="dlckpt_init_f")
@@ -50,6 +66,27 @@ module dlckpt
     end function
     type(c_ptr) function c_last_error() bind(C, name="dlckpt_last_error")
       import :: c_ptr
+    end function
+    integer(c_int) function c_protect(id, ptr, bytes) bind(C, name="dlckpt_protect")
+      import :: c_int, c_ptr, c_size_t
+      integer(c_int), value :: id
+      type(c_ptr), value :: ptr
+      integer(c_size_t), value :: bytes
+    end function
+    integer(c_int) function c_unprotect(id) bind(C, name="dlckpt_unprotect")
+      import :: c_int
+      integer(c_int), value :: id
+    end function
+    integer(c_int) function c_recover() bind(C, name="dlckpt_recover")
+      import :: c_int
+    end function
+    integer(c_int) function c_recover_region(id) bind(C, name="dlckpt_recover_region")
+      import :: c_int
+      integer(c_int), value :: id
+    end function
+    integer(c_long_long) function c_region_size(id) bind(C, name="dlckpt_region_size")
+      import :: c_int, c_long_long
+      integer(c_int), value :: id
     end function
   end interface
 
@@ -83,6 +120,39 @@ contains
 
   integer function dlckpt_finalize()
     dlckpt_finalize = int(c_finalize())
+  end function
+
+  integer function protect_i4(id, ptr, bytes)
+    integer, intent(in) :: id
+    type(c_ptr), intent(in) :: ptr
+    integer(kind=4), intent(in) :: bytes
+    protect_i4 = protect_i8(id, ptr, int(bytes, 8))
+  end function
+
+  integer function protect_i8(id, ptr, bytes)
+    integer, intent(in) :: id
+    type(c_ptr), intent(in) :: ptr
+    integer(kind=8), intent(in) :: bytes
+    protect_i8 = int(c_protect(int(id, c_int), ptr, int(bytes, c_size_t)))
+  end function
+
+  integer function dlckpt_unprotect(id)
+    integer, intent(in) :: id
+    dlckpt_unprotect = int(c_unprotect(int(id, c_int)))
+  end function
+
+  integer function dlckpt_recover()
+    dlckpt_recover = int(c_recover())
+  end function
+
+  integer function dlckpt_recover_region(id)
+    integer, intent(in) :: id
+    dlckpt_recover_region = int(c_recover_region(int(id, c_int)))
+  end function
+
+  integer(c_long_long) function dlckpt_region_size(id)
+    integer, intent(in) :: id
+    dlckpt_region_size = c_region_size(int(id, c_int))
   end function
 
   ! The message of the last failed call ("" if none).

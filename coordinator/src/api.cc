@@ -24,6 +24,8 @@
 #include "dlckpt/control/client.h"
 #include "dlckpt/intercept/intercept.h"
 #include "dlckpt/memfs/memfs.h"
+#include "api_boundary.h"
+#include "api_memory.h"
 #include "api_persist.h"
 
 namespace dlckpt::api {
@@ -53,7 +55,9 @@ State& S() {
 // write into memfs after the previous checkpoint.
 std::atomic<uint64_t> g_next_epoch{1};
 std::atomic<int> g_rank{0};
+std::atomic<bool> g_write_reported{false};  // for g_next_epoch
 void OnFirstWrite() {
+  g_write_reported = true;
   events::Emit(events::WriteBegin(g_next_epoch.load(), g_rank.load()));
 }
 
@@ -211,8 +215,10 @@ Status Init(MPI_Comm comm) {
   DLCKPT_RETURN_IF_ERROR(c.Agree(drainer.status(), "dlckpt_init"));
   st.drainer = std::move(*drainer);
   st.initialized = true;
+  memory::Attach(st.store);
   g_rank = c.rank();
   g_next_epoch = static_cast<uint64_t>(st.restarted_epoch) + 1;
+  g_write_reported = false;
   if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
   if (c.rank() == 0) events::Emit(events::Init(st.restarted_epoch));
   return Status::OK();
@@ -221,9 +227,18 @@ Status Init(MPI_Comm comm) {
 Status Checkpoint() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint: call dlckpt_init first");
+  // The protected memory regions join the checkpoint's files (api_memory.h).
+  // Their writes bypass the interception: a checkpoint of regions alone
+  // reports its write phase here.
+  if (std::getenv("DLCKPT_EVENTS") && !g_write_reported && !memory::ProtectedIds().empty()) {
+    intercept::ArmWriteHook(nullptr);
+    OnFirstWrite();
+  }
+  DLCKPT_RETURN_IF_ERROR(st.collective->Agree(memory::StoreRegions(st.store), "dlckpt_checkpoint"));
   Result<uint64_t> epoch = st.round->Run();
   if (st.drainer) st.drainer->OnProtected(st.round->protected_epoch());
   g_next_epoch = epoch.ok() ? *epoch + 1 : st.store->epochs().next;
+  g_write_reported = false;
   if (std::getenv("DLCKPT_EVENTS")) intercept::ArmWriteHook(&OnFirstWrite);
   return epoch.status().Prefixed("dlckpt_checkpoint");
 }
@@ -276,6 +291,7 @@ Status Finalize() {
   st.round_store.reset();
   MPI_Comm_free(&st.comm);
   st.initialized = false;
+  memory::Attach(nullptr);
   if (remove_store && s.ok()) {
     // Unlinked, not detached: the process keeps its mapping (and a pointer
     // from intercept::ProcessStore stays valid) until it exits.
@@ -285,19 +301,6 @@ Status Finalize() {
   }
   if (!waited.ok()) return waited.Prefixed("dlckpt_finalize");
   return s.Prefixed("dlckpt_finalize");
-}
-
-int Boundary(const Status& s) noexcept { return s.ok() ? 0 : SetErrno(s); }
-
-template <class Fn>
-int Guarded(Fn&& fn) noexcept {
-  try {
-    return Boundary(fn());
-  } catch (const std::bad_alloc&) {
-    return SetErrno(Status::Error(ENOMEM, "out of memory"));
-  } catch (...) {
-    return SetErrno(Status::Error(EIO, "unexpected exception"));
-  }
 }
 
 }  // namespace

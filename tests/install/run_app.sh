@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # run_app.sh RUN_DIR APP xor|rs -- APP_ARGS...
-# (DLCKPT_RUN_EXTRA: more dlckpt-run options, e.g. --preload.)
+# (DLCKPT_RUN_EXTRA: more dlckpt-run options, e.g. --preload; DLCKPT_RUN_AT:
+# when to kill instead of checkpoint:3, e.g. phase:write:3.)
 # Runs APP once failure-free (plain mpiexec, 4 ranks) and once under
 # RUN_DIR/dlckpt-run on 4 virtual nodes with node vn2 killed right after
 # checkpoint 3 (XOR: 1 spare; RS: 2 spares, vn1 and vn2 killed), and checks
 # that the recovered run restarted from a checkpoint and printed the
 # failure-free run's checksum. Cleans up its processes, stores
-# (/dev/shm/dlckpt.<job>.*), SCR staging directories and run directory.
+# (/dev/shm/dlckpt.<job>.*), SCR and VeloC staging directories and run
+# directory.
 set -uo pipefail
 run_dir=$1 app=$2 scheme=$3
 shift 3
@@ -19,6 +21,7 @@ cleanup() {
       p=${p#/proc/}; [ "${p%%/*}" = $$ ] || kill -9 "${p%%/*}" 2>/dev/null
     done
     rm -f /dev/shm/dlckpt."$j".*; rm -rf /dev/shm/dlckpt-scr."$j".* "/tmp/dlckpt-run.$j"
+    rm -rf /dev/shm/dlckpt-veloc."$j".*
   done
   rm -f "$out"
 }
@@ -36,7 +39,7 @@ else
 fi
 read -r -a extra <<<"${DLCKPT_RUN_EXTRA:-}"
 timeout -k 5 90 "$run_dir/dlckpt-run" --job "$job" "${layout[@]}" "${extra[@]}" --kill-node "$victims" \
-  --at checkpoint:3 -- "$app" "$@" >"$out" 2>&1
+  --at "${DLCKPT_RUN_AT:-checkpoint:3}" -- "$app" "$@" >"$out" 2>&1
 rc=$?
 [ "$rc" = 0 ] || fail "dlckpt-run exited $rc"
 got=$(sed -n 's/^checksum: //p' "$out")

@@ -12,6 +12,7 @@
 #define DLCKPT_DLCKPT_H_
 
 #include <mpi.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -81,6 +82,45 @@ long long dlckpt_restarted_epoch(void);
  * run that ends well also removes its store (unlinked; this process keeps
  * its mapping until it exits) unless DLCKPT_KEEP=1. */
 int dlckpt_finalize(void);
+
+/* Memory regions (protected memory). A region is `bytes` bytes at `ptr`,
+ * named by the application's id (>= 0). dlckpt_checkpoint() copies every
+ * region protected at that moment into the rank's store, beside the files
+ * under /dlckpt, as the store file "/.dlckpt-mem/<id>" (raw bytes, its size
+ * the region's): a region is an ordinary file of the checkpoint, so parity,
+ * rebuild, drains, compression and async encode treat it as any other. A
+ * region unprotected since the previous checkpoint is dropped from the next.
+ * The memory stays the caller's: dlckpt reads it during dlckpt_checkpoint
+ * only (and writes it during dlckpt_recover*), so it must stay valid while
+ * protected and must not change during those calls. Local calls (no MPI),
+ * not thread-safe, as the rest of the API. */
+
+/* Protects [ptr, ptr + bytes) as region `id`, replacing any earlier pointer
+ * and size of that id (a region may grow, shrink or move between
+ * checkpoints). May be called before dlckpt_init. EINVAL for id < 0, a
+ * NULL ptr with bytes > 0 (bytes 0 is an empty region), or bytes past
+ * PTRDIFF_MAX. */
+int dlckpt_protect(int id, void* ptr, size_t bytes);
+/* Stops protecting region `id`: the next checkpoint no longer holds it.
+ * ENOENT if it is not protected. */
+int dlckpt_unprotect(int id);
+/* After dlckpt_init, typically when dlckpt_restarted_epoch() > 0: copies
+ * every protected region back as the store holds it: after a relaunch, from
+ * the restarted epoch; within a run, as the last dlckpt_checkpoint stored
+ * it. Every region is checked before any byte is copied: ENOENT naming the
+ * id if the checkpoint does not hold it, EINVAL naming the id and both sizes
+ * if the checkpoint's size differs from the protected size (protect it with
+ * the checkpoint's size, e.g. from dlckpt_region_size); on any such error no
+ * memory is written. Regions in the checkpoint that are not protected are
+ * left alone. EIO/EBADMSG if the store fails while copying (the region then
+ * holds an unspecified mix). */
+int dlckpt_recover(void);
+/* The same for region `id` alone (ENOENT also if `id` is not protected). */
+int dlckpt_recover_region(int id);
+/* The size in bytes of region `id` as dlckpt_recover would find it, or -1
+ * (errno ENOENT) if the store holds none; for sizing a buffer before
+ * dlckpt_protect and dlckpt_recover_region. After dlckpt_init. */
+long long dlckpt_region_size(int id);
 
 /* A message describing the last error of this thread ("" if none). */
 const char* dlckpt_last_error(void);

@@ -1,0 +1,199 @@
+// Protected memory regions: dlckpt_protect, dlckpt_unprotect, dlckpt_recover,
+// dlckpt_recover_region, dlckpt_region_size (dlckpt/dlckpt.h), and the copy
+// of every region into the store at dlckpt_checkpoint (api_memory.h).
+#include "api_memory.h"
+
+#include <fcntl.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "dlckpt/dlckpt.h"
+#include "api_boundary.h"
+
+namespace dlckpt::api::memory {
+namespace {
+
+struct Region {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
+struct Table {
+  std::map<int, Region> regions;
+  memfs::Store* store = nullptr;
+};
+
+Table& T() {
+  static Table* const t = new Table();
+  return *t;
+}
+
+std::string Name(int id) { return "region " + std::to_string(id); }
+
+Status Protect(int id, void* ptr, size_t bytes) {
+  if (id < 0) return Status::InvalidArgument("dlckpt_protect: " + Name(id) + ": ids are >= 0");
+  if (ptr == nullptr && bytes > 0) {
+    return Status::InvalidArgument("dlckpt_protect: " + Name(id) + ": NULL pointer for " + std::to_string(bytes) +
+                                   " bytes");
+  }
+  if (bytes > static_cast<size_t>(PTRDIFF_MAX)) {
+    return Status::InvalidArgument("dlckpt_protect: " + Name(id) + ": size " + std::to_string(bytes) +
+                                   " is past PTRDIFF_MAX (a negative size?)");
+  }
+  T().regions[id] = Region{ptr, bytes};
+  return Status::OK();
+}
+
+Status Unprotect(int id) {
+  if (T().regions.erase(id) == 0) return Status::NotFound("dlckpt_unprotect: " + Name(id) + " is not protected");
+  return Status::OK();
+}
+
+// Reads [0, len) of store file `path` into `out`; EIO if it holds fewer bytes.
+Status ReadInto(memfs::Store* store, std::string_view path, void* out, size_t len) {
+  DLCKPT_ASSIGN_OR_RETURN(int fd, store->Open(path, O_RDONLY));
+  Status s;
+  for (size_t done = 0; done < len && s.ok();) {
+    auto n = store->Pread(fd, static_cast<char*>(out) + done, len - done, done);
+    if (!n.ok()) {
+      s = n.status();
+    } else if (*n == 0) {
+      s = Status::IOError(std::string(path) + ": ends at byte " + std::to_string(done) + " of " + std::to_string(len));
+    } else {
+      done += *n;
+    }
+  }
+  Status c = store->Close(fd);
+  return s.ok() ? c : s;
+}
+
+Result<memfs::Store*> Attached(std::string_view what) {
+  if (T().store == nullptr) return Status::InvalidArgument(std::string(what) + ": call dlckpt_init first");
+  return T().store;
+}
+
+}  // namespace
+
+std::string RegionPath(int id) { return std::string(kRegionDir) + std::to_string(id); }
+
+void Attach(memfs::Store* store) { T().store = store; }
+
+Status WriteStoreFile(memfs::Store* store, std::string_view path, const void* data, size_t len) {
+  DLCKPT_ASSIGN_OR_RETURN(int fd, store->Open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+  Status s;
+  for (size_t done = 0; done < len && s.ok();) {
+    auto n = store->Pwrite(fd, static_cast<const char*>(data) + done, len - done, done);
+    if (!n.ok()) {
+      s = n.status();
+    } else if (*n == 0) {
+      s = Status::NoSpace(std::string(path) + ": the store took " + std::to_string(done) + " of " +
+                          std::to_string(len) + " bytes");
+    } else {
+      done += *n;
+    }
+  }
+  Status c = store->Close(fd);
+  return s.ok() ? c : s;
+}
+
+Result<std::string> ReadStoreFile(memfs::Store* store, std::string_view path) {
+  DLCKPT_ASSIGN_OR_RETURN(memfs::FileInfo info, store->Stat(path));
+  std::string bytes(info.size, '\0');
+  DLCKPT_RETURN_IF_ERROR(ReadInto(store, path, bytes.data(), bytes.size()));
+  return bytes;
+}
+
+Status StoreRegions(memfs::Store* store) {
+  const Table& t = T();
+  for (const auto& [id, r] : t.regions) {
+    Status s = WriteStoreFile(store, RegionPath(id), r.ptr, r.bytes);
+    if (!s.ok()) return s.Prefixed("storing " + Name(id) + " (" + std::to_string(r.bytes) + " bytes)");
+  }
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<memfs::FileInfo> files, store->List(kRegionDir));
+  for (const memfs::FileInfo& f : files) {
+    const int id = std::atoi(f.path.c_str() + kRegionDir.size());
+    if (t.regions.count(id) != 0 && f.path == RegionPath(id)) continue;
+    Status s = store->Unlink(f.path);
+    if (!s.ok() && s.code() != ENOENT) return s.Prefixed("dropping the unprotected region file " + f.path);
+  }
+  return Status::OK();
+}
+
+std::vector<int> ProtectedIds() {
+  std::vector<int> ids;
+  for (const auto& entry : T().regions) ids.push_back(entry.first);
+  return ids;
+}
+
+Result<uint64_t> CheckpointedSize(int id) {
+  DLCKPT_ASSIGN_OR_RETURN(memfs::Store * store, Attached("dlckpt_region_size"));
+  auto info = store->Stat(RegionPath(id));
+  if (!info.ok() && info.status().code() == ENOENT) {
+    return Status::NotFound(Name(id) + " is not in the checkpoint");
+  }
+  if (!info.ok()) return info.status().Prefixed(Name(id));
+  return info->size;
+}
+
+Status Recover(const std::vector<int>& ids, std::string_view what) {
+  DLCKPT_ASSIGN_OR_RETURN(memfs::Store * store, Attached(what));
+  const Table& t = T();
+  // Every region is checked before any is written.
+  for (int id : ids) {
+    auto r = t.regions.find(id);
+    if (r == t.regions.end()) {
+      return Status::NotFound(std::string(what) + ": " + Name(id) + " is not protected (dlckpt_protect it first)");
+    }
+    auto size = CheckpointedSize(id);
+    if (!size.ok()) return size.status().Prefixed(what);
+    if (*size != r->second.bytes) {
+      return Status::InvalidArgument(std::string(what) + ": " + Name(id) + ": the checkpoint holds " +
+                                     std::to_string(*size) + " bytes, the protected region " +
+                                     std::to_string(r->second.bytes) + ": nothing copied (protect it with " +
+                                     std::to_string(*size) + " bytes)");
+    }
+  }
+  for (int id : ids) {
+    const Region& r = t.regions.at(id);
+    Status s = ReadInto(store, RegionPath(id), r.ptr, r.bytes);
+    if (!s.ok()) return s.Prefixed(std::string(what) + ": " + Name(id));
+  }
+  return Status::OK();
+}
+
+}  // namespace dlckpt::api::memory
+
+extern "C" {
+
+int dlckpt_protect(int id, void* ptr, size_t bytes) {
+  return dlckpt::api::Guarded([&] { return dlckpt::api::memory::Protect(id, ptr, bytes); });
+}
+
+int dlckpt_unprotect(int id) {
+  return dlckpt::api::Guarded([&] { return dlckpt::api::memory::Unprotect(id); });
+}
+
+int dlckpt_recover(void) {
+  return dlckpt::api::Guarded(
+      [] { return dlckpt::api::memory::Recover(dlckpt::api::memory::ProtectedIds(), "dlckpt_recover"); });
+}
+
+int dlckpt_recover_region(int id) {
+  return dlckpt::api::Guarded([&] { return dlckpt::api::memory::Recover({id}, "dlckpt_recover_region"); });
+}
+
+long long dlckpt_region_size(int id) {
+  long long size = -1;
+  int rc = dlckpt::api::Guarded([&] {
+    auto s = dlckpt::api::memory::CheckpointedSize(id);
+    if (s.ok()) size = static_cast<long long>(*s);
+    return s.status().Prefixed("dlckpt_region_size");
+  });
+  return rc == 0 ? size : -1;
+}
+
+}  // extern "C"

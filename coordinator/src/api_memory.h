@@ -1,0 +1,55 @@
+// Protected memory regions (dlckpt_protect and friends in dlckpt/dlckpt.h):
+// the region table of this process and the copies between regions and the
+// rank's store. Region `id` is the store file RegionPath(id) =
+// "/.dlckpt-mem/<id>": the region's raw bytes, its size the region's. The
+// directory lies outside every interception prefix, so the application's
+// own I/O never reaches it.
+//
+// Thread safety: none; the API is called from the thread that initialised
+// MPI. Ownership: the table holds the caller's pointers, never the memory.
+// Failure: Status with an errno-valued code and a message naming the region.
+#ifndef DLCKPT_COORDINATOR_API_MEMORY_H_
+#define DLCKPT_COORDINATOR_API_MEMORY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlckpt/base/status.h"
+#include "dlckpt/memfs/memfs.h"
+
+namespace dlckpt::api::memory {
+
+inline constexpr std::string_view kRegionDir = "/.dlckpt-mem/";
+std::string RegionPath(int id);
+
+// The store the recover functions read (dlckpt_init sets it, dlckpt_finalize
+// clears it); nullptr: not initialised (EINVAL from them).
+void Attach(memfs::Store* store);
+
+// Collective use, from dlckpt_checkpoint before the commit: writes every
+// protected region into `store`'s working files and unlinks the region files
+// of ids no longer protected. A write that fails (ENOSPC) leaves the file
+// marked damaged, so the commit would refuse as well.
+Status StoreRegions(memfs::Store* store);
+
+// The protected ids, ascending.
+std::vector<int> ProtectedIds();
+// The size of region `id` in the attached store's working files (the newest
+// checkpoint), ENOENT naming the id if it holds none.
+Result<uint64_t> CheckpointedSize(int id);
+// Copies `ids` (all protected) back from the attached store, checking every
+// one (present, same size) before copying any. `what` prefixes errors.
+Status Recover(const std::vector<int>& ids, std::string_view what);
+
+// Whole-file helpers over a store's working files, for the compatibility
+// layers: `len` bytes from `data` as file `path` (created 0600 or
+// truncated), and the file `path` whole.
+Status WriteStoreFile(memfs::Store* store, std::string_view path, const void* data, size_t len);
+Result<std::string> ReadStoreFile(memfs::Store* store, std::string_view path);
+
+}  // namespace dlckpt::api::memory
+
+#endif  // DLCKPT_COORDINATOR_API_MEMORY_H_

@@ -256,6 +256,32 @@ std::string TwoLevelSentence(const TwoLevelResult& t, const PlanRequest& req) {
   return s;
 }
 
+// The parity layout for the recommended grouping, and why.
+void RecommendLayout(Plan& plan) {
+  const PlanRequest& req = plan.request;
+  const Candidate& c = plan.candidates[plan.recommended];
+  const long long phases = static_cast<long long>(req.phases);
+  const double gain = c.spread.compute_nodes / static_cast<double>(req.compute_nodes) - 1;
+  const std::string memory =
+      Format("each node keeps %.3g of its checkpoint in parity", c.spread.parity_per_node);
+  if (c.spread.p_success >= c.model.p_success) {
+    plan.layout = "spread";
+    plan.layout_reason = Format("with the parity on the members, the %lld spare nodes compute too (%.3g%% more "
+                                "nodes) and %s finish %lld phases with probability %s (spares: %s); %s",
+                                static_cast<long long>(req.spare_nodes), gain * 100,
+                                SparesPerGroupText(c.layout.spares_per_group).c_str(), phases,
+                                FormatProbability(c.spread.p_success).c_str(),
+                                FormatProbability(c.model.p_success).c_str(), memory.c_str());
+  } else {
+    plan.layout = "spares";
+    plan.layout_reason = Format("parity on the spare nodes finishes %lld phases with probability %s, spread "
+                                "parity only %s (more than %lld losses in one group within one phase)",
+                                phases, FormatProbability(c.model.p_success).c_str(),
+                                FormatProbability(c.spread.p_success).c_str(),
+                                static_cast<long long>(c.layout.spares_per_group));
+  }
+}
+
 // Chooses the recommended candidate and explains why.
 void Recommend(Plan& plan) {
   const PlanRequest& req = plan.request;
@@ -384,6 +410,7 @@ Result<Plan> MakePlan(const PlanRequest& request) {
     cand.model = model.At(request.phases);
     cand.model_phases_at_target = model.PhasesAtProbability(request.target);
     if (cand.model_phases_at_target > 0) cand.model_at_target = model.At(cand.model_phases_at_target);
+    cand.spread = EvaluateSpread(cand.layout, params, request.phases);
 
     if (request.two_level.enabled) {
       Result<TwoLevelResult> two =
@@ -414,7 +441,23 @@ Result<Plan> MakePlan(const PlanRequest& request) {
     return Status::InvalidArgument("no feasible number of spares per group" + why);
   }
   Recommend(plan);
+  RecommendLayout(plan);
   return plan;
+}
+
+SpreadPoint EvaluateSpread(const Layout& layout, const PhaseParams& params, int64_t phases) {
+  SpreadPoint sp;
+  const int64_t tolerable = layout.groups() * layout.spares_per_group;  // most losses survived in a phase
+  const std::vector<double> survival = SurvivalProbabilities(layout.kinds, tolerable);
+  const std::vector<double> f = PhaseFailureProbabilities(params, tolerable);
+  double kept = 0;
+  for (size_t k = 0; k < f.size() && k < survival.size(); ++k) kept += f[k] * survival[k];
+  sp.phase_loss = std::clamp(1 - kept, 0.0, 1.0);
+  sp.p_success = sp.phase_loss >= 1 ? 0 : std::exp(static_cast<double>(phases) * std::log1p(-sp.phase_loss));
+  sp.compute_nodes = static_cast<double>(layout.nodes());
+  const double s = static_cast<double>(layout.max_group_nodes()), r = static_cast<double>(layout.spares_per_group);
+  sp.parity_per_node = s > r ? r / (s - r) : 0;
+  return sp;
 }
 
 // --------------------------------------------------------------- output --
@@ -531,6 +574,10 @@ Json CandidateJson(const PlanRequest& req, const Candidate& c) {
            {"marks", std::move(marks)}};
   }
   j["simulation"] = std::move(sim);
+  j["spread"] = {{"p_success", c.spread.p_success},
+                 {"phase_loss", c.spread.phase_loss},
+                 {"compute_nodes", c.spread.compute_nodes},
+                 {"parity_per_node", c.spread.parity_per_node}};
   return j;
 }
 
@@ -555,6 +602,8 @@ std::string FormatJson(const Plan& plan) {
     rec["two_level_efficiency"] = best.two_level->choice.efficiency;
   }
   rec["reason"] = plan.recommendation;
+  rec["parity"] = plan.layout;
+  rec["parity_reason"] = plan.layout_reason;
   j["recommendation"] = std::move(rec);
   // Invalid UTF-8 (a bench file's name) is replaced rather than thrown on.
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -658,10 +707,23 @@ std::string FormatTable(const Plan& plan) {
               " also for the simulation))\n",
               pcol.c_str(), static_cast<long long>(req.phases), tcol.c_str(), req.target);
   if (req.two_level.enabled) s += FormatTwoLevelTable(plan);
+  s += Format("\nparity layout (dlckpt-run --parity): spares = parity on the %lld spare nodes, %lld compute;\n"
+              "spread = the same groups, every node computes, parity on the members\n",
+              static_cast<long long>(req.spare_nodes), static_cast<long long>(req.compute_nodes));
+  s += Format("spares  %-12s %-12s %13s %17s\n", ("spares " + pcol).c_str(), ("spread " + pcol).c_str(),
+              "P(group lost)", "parity per node");
+  for (const Candidate& c : plan.candidates) {
+    s += Format("%6lld  %-12s %-12s %13.3g %12.3g ckpt\n", static_cast<long long>(c.layout.spares_per_group),
+                FormatProbability(c.model.p_success).c_str(), FormatProbability(c.spread.p_success).c_str(),
+                c.spread.phase_loss, c.spread.parity_per_node);
+  }
+  s += "(P(group lost): a spread group loses more than its parity count within one phase; parity per\n"
+       " node: of a node's checkpoint, under spread; under spares each spare keeps one checkpoint's worth)\n";
   for (const Skipped& k : plan.skipped) {
     s += "skipped: " + k.reason + "\n";
   }
   s += "\nrecommendation: " + plan.recommendation + "\n";
+  s += "parity layout: --parity " + plan.layout + ": " + plan.layout_reason + "\n";
   return s;
 }
 

@@ -741,5 +741,52 @@ TEST(PlanTool, RecommendsTheCheapestGroupingThatReachesTheTarget) {
   EXPECT_NE(plan->recommendation.find("none reaches 0.9"), std::string::npos);
 }
 
+// Spread parity (issue 32): a group is lost only by more than R losses within
+// one phase, so P(N phases) = (1 - loss)^N, never below the spares layout's.
+TEST(PlanSpread, OneGroupIsLostOnlyByTwoLossesInOnePhase) {
+  auto layout = MakeLayout(8, 1, 1);
+  ASSERT_TRUE(layout.ok());
+  PhaseParams p;
+  p.system_failure_rate = 9.0 / 1000;
+  p.interval_hours = 1;
+  p.ckpt_hours = 0.01;
+  p.restart_hours = 0.02;
+  const SpreadPoint sp = EvaluateSpread(*layout, p, 500);
+  const std::vector<double> f = PhaseFailureProbabilities(p, 1);
+  EXPECT_NEAR(sp.phase_loss, 1 - f[0] - f[1], 1e-12);
+  EXPECT_NEAR(sp.p_success, std::pow(1 - sp.phase_loss, 500), 1e-12);
+  EXPECT_DOUBLE_EQ(sp.compute_nodes, 9);
+  EXPECT_DOUBLE_EQ(sp.parity_per_node, 1.0 / 8);
+  // The spares layout runs out of its one spare after the second loss of the run.
+  AnalyticModel model(p, SurvivalProbabilities(layout->kinds, 1));
+  EXPECT_GT(sp.p_success, model.At(500).p_success);
+}
+
+TEST(PlanSpread, ReedSolomonGroupsKeepRParityPerNode) {
+  auto layout = MakeLayout(60, 8, 2);  // 4 groups of 15 compute + 2 spares
+  ASSERT_TRUE(layout.ok());
+  PhaseParams p;
+  p.system_failure_rate = 68.0 / 5000;
+  p.interval_hours = 0.5;
+  const SpreadPoint sp = EvaluateSpread(*layout, p, 1000);
+  EXPECT_DOUBLE_EQ(sp.parity_per_node, 2.0 / 15);
+  EXPECT_GT(sp.p_success, 0.99);
+  EXPECT_LT(sp.phase_loss, 1e-5);
+}
+
+TEST(PlanTool, RecommendsAParityLayout) {
+  ToolRun r = RunTool({"--nodes", "64", "--spares", "8", "--mttf-hours", "5000", "--phases", "1000",
+                       "--ckpt-seconds", "10", "--restart-seconds", "30", "--runs", "0"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("parity layout (dlckpt-run --parity)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parity layout: --parity spread: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("12.5% more nodes"), std::string::npos) << r.out;
+  r = RunTool({"--nodes", "64", "--spares", "8", "--mttf-hours", "5000", "--phases", "1000",
+               "--ckpt-seconds", "10", "--restart-seconds", "30", "--runs", "0", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"parity\": \"spread\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"spread\": {"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace dlckpt::plan

@@ -402,6 +402,28 @@ struct TwoLevelResult {
 // range; OK when it is disabled.
 Status ValidateTwoLevel(const TwoLevelRequest& t);
 
+// --------------------------------------------- parity layouts (issue 32) --
+//
+// dlckpt-run --parity spares keeps each group's R parity on its R spare nodes
+// (the layout of everything above); --parity spread runs the application on
+// every node and keeps the parity on the group's members (each of a group of
+// s nodes holds R/(s-R) of its checkpoint in parity), and a loss is rebuilt
+// from the survivors, whose ranks then run oversubscribed. For the same nodes
+// grouped alike, a spread group is lost only when more than R of its nodes
+// fail within one phase (each checkpoint re-protects the survivors), so with
+// F(k) the phase failure probabilities and S(k) the grouping's survival
+//   P(N phases) = (Σ_k F(k) S(k))^N.
+// This ignores the slowdown of oversubscribed nodes and a group left with R
+// live nodes or fewer (then unprotected); the spares layout's model above
+// counts losses over the whole run instead, as spares are used up.
+struct SpreadPoint {
+  double p_success = 0;         // P(phases) above
+  double phase_loss = 0;        // 1 - Σ_k F(k) S(k): P(a group is lost in one phase)
+  double compute_nodes = 0;     // every node: compute + spares
+  double parity_per_node = 0;   // R/(s-R) of a node's checkpoint, s the largest group
+};
+SpreadPoint EvaluateSpread(const Layout& layout, const PhaseParams& params, int64_t phases);
+
 // ------------------------------------------------------------------ plan --
 
 struct TimesSpec {
@@ -442,6 +464,7 @@ struct Candidate {
   ModelPoint model_at_target;     // at model_phases_at_target (if > 0)
   std::optional<SimResult> sim;   // marks: request.phases, then model_phases_at_target if > 0
   std::optional<TwoLevelResult> two_level;  // when request.two_level.enabled
+  SpreadPoint spread;             // the same nodes and grouping with --parity spread
 };
 
 struct Skipped {
@@ -456,6 +479,11 @@ struct Plan {
   std::vector<Skipped> skipped;
   size_t recommended = 0;  // index into candidates
   std::string recommendation;  // one sentence: why
+  // The parity layout (dlckpt-run --parity) for the recommended grouping:
+  // "spread" when it finishes the phases at least as likely as the spares
+  // layout (it also computes on the spares), else "spares"; and why.
+  std::string layout;
+  std::string layout_reason;
 };
 
 // The second level for one grouping (`layout`, its level-1 `times`, and the

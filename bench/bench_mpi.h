@@ -84,6 +84,16 @@ inline std::optional<int> StartMain(int* argc, char*** argv, CLI::App& app, int*
   return std::nullopt;
 }
 
+// As above, with the App made here: named `program`, its options defined by
+// define(app, args) (bound to *args, which must outlive the parse).
+template <class Args>
+std::optional<int> StartMain(int* argc, char*** argv, const char* program, void (*define)(CLI::App&, Args*),
+                             Args* args, int* rank, int* size) {
+  CLI::App app("", program);
+  define(app, args);
+  return StartMain(argc, argv, app, rank, size);
+}
+
 // The group shapes "m:k,m:k,..." (data and parity members, each >= 1, m + k
 // <= max_members), or std::nullopt when `s` is not such a list.
 inline std::optional<std::vector<std::pair<int, int>>> ParseShapes(const std::string& s, int max_members) {

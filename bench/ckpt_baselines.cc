@@ -206,9 +206,7 @@ void DefineOptions(CLI::App& app, Args* a) {
 
 int main(int argc, char** argv) {
   Args a;
-  CLI::App app("", "dlckpt-bench-ckpt-baselines");
-  DefineOptions(app, &a);
-  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, app, &g_rank, &g_size)) return *rc;
+  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, "dlckpt-bench-ckpt-baselines", DefineOptions, &a, &g_rank, &g_size)) return *rc;
   if (g_size == 1) {
     Local(a.mibs, a.groups, a.reps);
   } else {

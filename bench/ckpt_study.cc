@@ -189,9 +189,7 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   Args a;
-  CLI::App app("", "dlckpt-bench-ckpt");
-  DefineOptions(app, &a);
-  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, app, &g_rank, &g_size)) return *rc;
+  if (auto rc = dlckpt::bench::StartMain(&argc, &argv, "dlckpt-bench-ckpt", DefineOptions, &a, &g_rank, &g_size)) return *rc;
   double init_t0 = MPI_Wtime();
   if (dlckpt_init(MPI_COMM_WORLD) != 0) Die(std::string("dlckpt_init: ") + dlckpt_last_error());
   double init_s = Reduce(MPI_Wtime() - init_t0, MPI_MAX);

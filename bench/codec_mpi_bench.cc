@@ -112,9 +112,7 @@ void Die(const std::string& msg) {
 int main(int argc, char** argv) {
   int size = 0;
   Args args;
-  CLI::App app("", "dlckpt-bench-codec-mpi");
-  DefineOptions(app, &args);
-  if (auto rc = bench::StartMain(&argc, &argv, app, &g_rank, &size)) return *rc;
+  if (auto rc = bench::StartMain(&argc, &argv, "dlckpt-bench-codec-mpi", DefineOptions, &args, &g_rank, &size)) return *rc;
   if (args.spare_nodes < 0) args.spare_nodes = args.spares;
   g_verbose = args.verbose;
   const int data_nodes = size - args.spare_nodes;

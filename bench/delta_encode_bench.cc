@@ -196,9 +196,7 @@ Plan MakePlan(MPI_Comm comm, memfs::Store* store, uint64_t from, uint64_t to) {
 int main(int argc, char** argv) {
   int size = 0;
   Args args;
-  CLI::App app("", "dlckpt-bench-delta-encode");
-  DefineOptions(app, &args);
-  if (auto rc = bench::StartMain(&argc, &argv, app, &g_rank, &size)) return *rc;
+  if (auto rc = bench::StartMain(&argc, &argv, "dlckpt-bench-delta-encode", DefineOptions, &args, &g_rank, &size)) return *rc;
   int max_n = 0;
   for (const Shape& s : args.shapes) {
     if (s.n + s.k > size) Die("shape " + std::to_string(s.n) + ":" + std::to_string(s.k) + " needs more ranks");

@@ -41,13 +41,11 @@ int main(int argc, char** argv) {
   if (dlckpt_version_requested(argc, argv)) return 0;
   std::string dir;
   long items = 1000;
-  CLI::App app(
-      "mdtest-like creates, stats and removes of N directories and N empty files in\n"
-      "DIR by one process; prints ops/s per phase and 'RESULT total_ops_per_s X'.",
-      "dlckpt-bench-metadata");
-  dlckpt::cli::SetUsage(app, "usage: dlckpt-bench-metadata DIR [--items N]");
+  CLI::App app("mdtest-like creates, stats and removes of N directories and N empty files in DIR by one "
+               "process; prints ops/s per phase and 'RESULT total_ops_per_s X'.", "dlckpt-bench-metadata");
   app.add_option("DIR", dir, "the directory to work in (created if missing)")->required();
   app.add_option("--items", items, "directories and files each (1000)")->option_text("N")->check(CLI::PositiveNumber);
+  dlckpt::cli::SetUsage(app, "usage: dlckpt-bench-metadata DIR [--items N]");
   if (auto rc = dlckpt::cli::ParseMain(app, argc, argv)) return *rc;
   // Not timed: the directory (and, under the preload, the store) first.
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) Die("mkdir", dir);

@@ -73,18 +73,19 @@ module dlckpt
       type(c_ptr), value :: ptr
       integer(c_size_t), value :: bytes
     end function
-    integer(c_int) function c_unprotect(id) bind(C, name="dlckpt_unprotect")
+    ! The C functions themselves (integer(c_int) is the default integer).
+    integer(c_int) function dlckpt_unprotect(id) bind(C, name="dlckpt_unprotect")
       import :: c_int
       integer(c_int), value :: id
     end function
-    integer(c_int) function c_recover() bind(C, name="dlckpt_recover")
+    integer(c_int) function dlckpt_recover() bind(C, name="dlckpt_recover")
       import :: c_int
     end function
-    integer(c_int) function c_recover_region(id) bind(C, name="dlckpt_recover_region")
+    integer(c_int) function dlckpt_recover_region(id) bind(C, name="dlckpt_recover_region")
       import :: c_int
       integer(c_int), value :: id
     end function
-    integer(c_long_long) function c_region_size(id) bind(C, name="dlckpt_region_size")
+    integer(c_long_long) function dlckpt_region_size(id) bind(C, name="dlckpt_region_size")
       import :: c_int, c_long_long
       integer(c_int), value :: id
     end function
@@ -134,25 +135,6 @@ contains
     type(c_ptr), intent(in) :: ptr
     integer(kind=8), intent(in) :: bytes
     protect_i8 = int(c_protect(int(id, c_int), ptr, int(bytes, c_size_t)))
-  end function
-
-  integer function dlckpt_unprotect(id)
-    integer, intent(in) :: id
-    dlckpt_unprotect = int(c_unprotect(int(id, c_int)))
-  end function
-
-  integer function dlckpt_recover()
-    dlckpt_recover = int(c_recover())
-  end function
-
-  integer function dlckpt_recover_region(id)
-    integer, intent(in) :: id
-    dlckpt_recover_region = int(c_recover_region(int(id, c_int)))
-  end function
-
-  integer(c_long_long) function dlckpt_region_size(id)
-    integer, intent(in) :: id
-    dlckpt_region_size = c_region_size(int(id, c_int))
   end function
 
   ! The message of the last failed call ("" if none).

@@ -21,7 +21,7 @@ namespace {
 
 // The text of --help around the options (Usage() puts the options' own, by
 // group, in between).
-constexpr char kUsageLine[] = "usage: dlckpt-run [OPTIONS] -- PROGRAM [ARGS...]\n";
+constexpr char kUsageLine[] = "usage: dlckpt-run [OPTIONS] -- PROGRAM [ARGS...]";
 
 constexpr char kDescription[] = R"(Runs an MPI application with diskless checkpointing: launches the codec service
 and the application (mpiexec or srun), and when a node dies rebuilds its checkpoint on a
@@ -219,18 +219,6 @@ class OptionParser {
   bool pending_poweroff_ = false;
 };
 
-// The help: the usage line, the description, the options by group, the footer.
-class HelpFormatter : public CLI::Formatter {
- public:
-  std::string make_usage(const CLI::App*, std::string) const override { return kUsageLine; }
-  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
-    // One blank line between groups (CLI11 puts two).
-    std::string groups = make_groups(app, mode);
-    for (size_t at; (at = groups.find("\n\n\n")) != std::string::npos;) groups.erase(at, 1);
-    return make_usage(app, name) + "\n" + make_description(app) + groups + "\n" + make_footer(app);
-  }
-};
-
 // What the options' values are.
 ApplyFn Count(int Options::*field, const std::string& name, int64_t lo, int64_t hi) {
   return [=](Options& o, const std::string& v) -> Status {
@@ -268,9 +256,15 @@ ApplyFn Words(std::vector<std::string> Options::*field) {
   };
 }
 
-ApplyFn Seconds(double Options::*field, const std::string& name) {
+// A number of seconds; `wrong` (when given) says what is wrong with one ("": nothing).
+ApplyFn Seconds(double Options::*field, const std::string& name,
+                std::function<std::string(double)> wrong = nullptr) {
   return [=](Options& o, const std::string& v) -> Status {
-    DLCKPT_ASSIGN_OR_RETURN(o.*field, ParseSeconds(v, name));
+    DLCKPT_ASSIGN_OR_RETURN(double seconds, ParseSeconds(v, name));
+    if (wrong) {
+      if (std::string why = wrong(seconds); !why.empty()) return Status::InvalidArgument(why);
+    }
+    o.*field = seconds;
     return Status::OK();
   };
 }
@@ -278,9 +272,7 @@ ApplyFn Seconds(double Options::*field, const std::string& name) {
 OptionParser::OptionParser() {
   app_.description(kDescription);
   app_.footer(kFooter);
-  auto formatter = std::make_shared<HelpFormatter>();
-  formatter->column_width(26);
-  app_.formatter(formatter);
+  cli::SetUsage(app_, kUsageLine, 26);
   // The program follows the options: CLI11 leaves it in remaining().
   app_.prefix_command();
   app_.set_help_flag();  // added again last, in "control"
@@ -340,28 +332,21 @@ void OptionParser::AddLayoutOptions() {
   Value("--group-size", "G", kLayout, "data nodes per group (default: all in one group)",
         Count(&Options::group_size, "--group-size", 1, 100000));
   Value("--spares-per-group", "K", kLayout,
-        "parity chunks per stripe: the parity nodes of each\n"
-        "group, or the losses a spread group survives (default\n"
-        "1 for xor, 2 for rs)",
+        "parity chunks per stripe: the parity nodes of each group, or the losses a spread group survives (default 1 "
+        "for xor, 2 for rs)",
         Count(&Options::spares_per_group, "--spares-per-group", 1, 32));
   Value("--scheme", "xor|rs", kLayout, "erasure code (default xor when K = 1, else rs)",
         Choice(&Options::scheme, "--scheme", {"xor", "rs"}, "xor or rs"));
   Value("--parity", "spares|spread|auto", kLayout,
-        "where parity lives: on K spare nodes per group\n"
-        "(spares), spread over each group's data nodes, about\n"
-        "K/(G-K) of their checkpoint each, with spare nodes\n"
-        "only hosting replacements (spread), or on spares\n"
-        "while a group has them and spread once a recovery\n"
-        "used them up (auto, the default). When no spare node\n"
-        "is left to host a lost node's ranks, they run on a\n"
-        "surviving node (oversubscribed) and the run goes on",
+        "where parity lives: on K spare nodes per group (spares), spread over each group's data nodes, about "
+        "K/(G-K) of their checkpoint each, with spare nodes only hosting replacements (spread), or on spares while "
+        "a group has them and spread once a recovery used them up (auto, the default). When no spare node is left "
+        "to host a lost node's ranks, they run on a surviving node (oversubscribed) and the run goes on",
         Choice(&Options::parity, "--parity", {"spares", "spread", "auto"}, "spares, spread or auto"));
   Value("--on-spares-exhausted", "continue|halt", kLayout,
-        "when no spare node is left to host a lost node's\n"
-        "ranks: run them on a survivor (continue, the\n"
-        "default), or rebuild them there, drain that epoch to\n"
-        "--persist and stop (halt: exit 7, ready for\n"
-        "--restart-from in a larger allocation)",
+        "when no spare node is left to host a lost node's ranks: run them on a survivor (continue, the default), or "
+        "rebuild them there, drain that epoch to --persist and stop (halt: exit 7, ready for --restart-from in a "
+        "larger allocation)",
         Choice(&Options::on_spares_exhausted, "--on-spares-exhausted", {"continue", "halt"}, "continue or halt"));
   Value("--capacity", "SIZE", kLayout, "memfs store capacity per rank, 1M to 1T (default 256M)",
         [](Options& o, const std::string& v) -> Status {
@@ -374,29 +359,23 @@ void OptionParser::AddLayoutOptions() {
           return Status::OK();
         });
   Value("--max-files", "N", kLayout,
-        "files and directories each store holds, 1 to 1M\n"
-        "(default: one per 32 KiB of --capacity, at least\n"
-        "1024: 8192 for 256M; sets DLCKPT_MAX_FILES for the\n"
-        "ranks). A full table gives ENOSPC and a line naming\n"
-        "it; mdtest -n 10000 needs --max-files 10100 or so",
+        "files and directories each store holds, 1 to 1M (default: one per 32 KiB of --capacity, at least 1024: "
+        "8192 for 256M; sets DLCKPT_MAX_FILES for the ranks). A full table gives ENOSPC and a line naming it; "
+        "mdtest -n 10000 needs --max-files 10100 or so",
         [](Options& o, const std::string& v) -> Status {
           DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, "--max-files", 1, kMaxMaxFiles));
           o.max_files = static_cast<uint32_t>(n);
           return Status::OK();
         });
   Value("--compress", "none|lz4", kLayout,
-        "compress the stores' checkpoint data with LZ4 (sets\n"
-        "DLCKPT_COMPRESS for the ranks; see memfs.h)",
+        "compress the stores' checkpoint data with LZ4 (sets DLCKPT_COMPRESS for the ranks; see memfs.h)",
         Choice(&Options::compress, "--compress", {"none", "lz4"}, "none or lz4"));
   Value("--encode", "sync|async", kLayout,
-        "sync (default): dlckpt_checkpoint returns once the\n"
-        "epoch is protected; async: once every store committed\n"
-        "it, while the codec encodes it (sets DLCKPT_ENCODE for\n"
-        "the ranks; see dlckpt/dlckpt.h)",
+        "sync (default): dlckpt_checkpoint returns once the epoch is protected; async: once every store committed "
+        "it, while the codec encodes it (sets DLCKPT_ENCODE for the ranks; see dlckpt/dlckpt.h)",
         Choice(&Options::encode, "--encode", {"sync", "async"}, "sync or async"));
   Value("--codec-nice", "N", kLayout,
-        "run the codec's encode and rebuild work at nice N\n"
-        "(0-19; default 0 for sync, 10 for async, so that the\n"
+        "run the codec's encode and rebuild work at nice N (0-19; default 0 for sync, 10 for async, so that the "
         "application computing meanwhile keeps the CPU)",
         [](Options& o, const std::string& v) -> Status {
           char* end = nullptr;
@@ -408,63 +387,49 @@ void OptionParser::AddLayoutOptions() {
           return Status::OK();
         });
   Value("--hosts", "H1,H2,...", kLayout,
-        "use these hosts (first N data, then spares) instead of\n"
-        "virtual nodes; node identity is the host name; ranks\n"
-        "are placed in order (mpiexec -hosts H:COUNT,...; srun\n"
-        "--distribution=arbitrary); --run-dir must then be\n"
-        "visible on every host\n"
-        "--hosts slurm: the hosts of the Slurm allocation\n"
-        "(SLURM_JOB_NODELIST), the first N + S of them",
+        "use these hosts (first N data, then spares) instead of virtual nodes; node identity is the host name; "
+        "ranks are placed in order (mpiexec -hosts H:COUNT,...; srun --distribution=arbitrary); --run-dir must then "
+        "be visible on every host\n"
+        "--hosts slurm: the hosts of the Slurm allocation (SLURM_JOB_NODELIST), the first N + S of them",
         [](Options& o, const std::string& v) {
           o.hosts = Split(v, ',');
           return Status::OK();
         });
   Value("--launcher", "mpiexec|srun", kLayout,
-        "launch both jobs with Hydra's mpiexec (default) or\n"
-        "with Slurm's srun --mpi=pmi2 (inside or outside an\n"
+        "launch both jobs with Hydra's mpiexec (default) or with Slurm's srun --mpi=pmi2 (inside or outside an "
         "allocation; virtual nodes then run on this host)",
         Choice(&Options::launcher, "--launcher", {"mpiexec", "srun"}, "mpiexec or srun"));
   Value("--srun", "PATH", kLayout, "srun to use (default srun)", Text(&Options::srun));
   Value("--srun-args", "\"ARGS\"", kLayout,
-        "extra srun arguments (split at white space), e.g.\n"
-        "\"--partition=debug --time=60\"",
+        "extra srun arguments (split at white space), e.g. \"--partition=debug --time=60\"",
         Words(&Options::srun_args));
   Value("--launcher-exec", "PATH", kLayout,
-        "give mpiexec -launcher ssh -launcher-exec PATH (virtual\n"
-        "hosts of tests/vhost)",
+        "give mpiexec -launcher ssh -launcher-exec PATH (virtual hosts of tests/vhost)",
         Text(&Options::launcher_exec));
   Value("--mpiexec-args", "\"ARGS\"", kLayout,
-        "extra mpiexec arguments (split at white space) for\n"
-        "both jobs, e.g. from tests/vhost/dlckpt-vhost\n"
-        "mpiexec-args; a -genv LD_PRELOAD in them is merged\n"
-        "with --preload's",
+        "extra mpiexec arguments (split at white space) for both jobs, e.g. from tests/vhost/dlckpt-vhost "
+        "mpiexec-args; a -genv LD_PRELOAD in them is merged with --preload's",
         Words(&Options::mpiexec_args));
   Value("--kill-command", "CMD", kLayout,
-        "how to kill a node in --hosts mode, run with sh -c;\n"
-        "\"{node}\" is replaced by the node, \"{how}\" by crash or\n"
-        "poweroff (also used to fence a node that stopped\n"
-        "answering heartbeats, with poweroff)",
+        "how to kill a node in --hosts mode, run with sh -c; \"{node}\" is replaced by the node, \"{how}\" by crash "
+        "or poweroff (also used to fence a node that stopped answering heartbeats, with poweroff)",
         Text(&Options::kill_command));
 }
 
 void OptionParser::AddSecondLevelOptions() {
   Value("--persist", "DIR", kSecondLevel,
-        "drain every Nth protected epoch to DIR/<job>/epoch.<E>/\n"
-        "in the background (one file per checkpoint file and a\n"
-        "MANIFEST with each file's rank, size and CRC32C); when\n"
-        "a failure exceeds what parity rebuilds, restart from\n"
-        "the newest complete drained epoch",
+        "drain every Nth protected epoch to DIR/<job>/epoch.<E>/ in the background (one file per checkpoint file "
+        "and a MANIFEST with each file's rank, size and CRC32C); when a failure exceeds what parity rebuilds, "
+        "restart from the newest complete drained epoch",
         Text(&Options::persist));
   Value("--persist-every", "N", kSecondLevel,
-        "drain epochs whose number is a multiple of N (default\n"
-        "10); a drain still running when the next is due makes\n"
-        "that one skipped (reported)",
+        "drain epochs whose number is a multiple of N (default 10); a drain still running when the next is due "
+        "makes that one skipped (reported)",
         Count(&Options::persist_every, "--persist-every", 1, 1000000000));
   Value("--persist-keep", "K", kSecondLevel, "keep the newest K complete drained epochs (default 2)",
         Count(&Options::persist_keep, "--persist-keep", 1, 1000000));
   Value("--persist-bandwidth", "R", kSecondLevel,
-        "cap each rank's drain at R bytes/s (e.g. 200M; default\n"
-        "0 = unlimited)",
+        "cap each rank's drain at R bytes/s (e.g. 200M; default 0 = unlimited)",
         [](Options& o, const std::string& v) -> Status {
           auto b = ParseSize(v);
           if (!b.ok()) {
@@ -475,48 +440,35 @@ void OptionParser::AddSecondLevelOptions() {
           return Status::OK();
         });
   Value("--restart-from", "DIR", kSecondLevel,
-        "start from the newest complete drained epoch in DIR\n"
-        "(a --persist DIR or its job directory), every file's\n"
+        "start from the newest complete drained epoch in DIR (a --persist DIR or its job directory), every file's "
         "CRC verified; the job must have as many ranks",
         Text(&Options::restart_from));
   Value("--halt-seconds", "S", kSecondLevel,
-        "after S seconds, drain the newest protected epoch,\n"
-        "wait for it and stop the job (exit 7); also on\n"
-        "SIGUSR1 (srun --signal=USR1@T) and, with --persist, on\n"
-        "SIGTERM",
+        "after S seconds, drain the newest protected epoch, wait for it and stop the job (exit 7); also on SIGUSR1 "
+        "(srun --signal=USR1@T) and, with --persist, on SIGTERM",
         Seconds(&Options::halt_seconds, "--halt-seconds"));
 }
 
 void OptionParser::AddFailureOptions() {
   Value("--kill-node", "N1[,N2] --at WHEN", kInjection,
         "kill node(s) when WHEN happens; repeatable.\n"
-        "WHEN: checkpoint:E (after checkpoint E is protected),\n"
-        "commit:E (once every store committed E: with --encode\n"
-        "async, when dlckpt_checkpoint returns), drain:E (while\n"
-        "the ranks drain epoch E to --persist DIR: they hold\n"
-        "it 5 s + D before publishing, so the kill lands\n"
-        "inside), time:T (T s after the first launch),\n"
-        "phase:write[:E] (while the application writes\n"
-        "checkpoint E), phase:encode[:E] (while the codec\n"
-        "encodes), phase:recover[:N] (during the rebuild of\n"
-        "the N-th recovery); each may end in +D (D s later).\n"
-        "For the phases the codec holds that encode or\n"
-        "rebuild 1 s + D, so the kill lands inside it",
+        "WHEN: checkpoint:E (after checkpoint E is protected), commit:E (once every store committed E: with "
+        "--encode async, when dlckpt_checkpoint returns), drain:E (while the ranks drain epoch E to --persist DIR: "
+        "they hold it 5 s + D before publishing, so the kill lands inside), time:T (T s after the first launch), "
+        "phase:write[:E] (while the application writes checkpoint E), phase:encode[:E] (while the codec encodes), "
+        "phase:recover[:N] (during the rebuild of the N-th recovery); each may end in +D (D s later). For the "
+        "phases the codec holds that encode or rebuild 1 s + D, so the kill lands inside it",
         Kill("--kill-node"));
   Value("--poweroff-node", "N1[,N2] --at WHEN", kInjection,
-        "power node(s) off: silent first, then dead (no\n"
-        "launcher notices; heartbeats must). Virtual nodes:\n"
-        "their processes are stopped (SIGSTOP) and their\n"
-        "shared memory destroyed; the processes are killed once\n"
-        "the loss is detected. Hosts: --kill-command with {how}",
+        "power node(s) off: silent first, then dead (no launcher notices; heartbeats must). Virtual nodes: their "
+        "processes are stopped (SIGSTOP) and their shared memory destroyed; the processes are killed once the loss "
+        "is detected. Hosts: --kill-command with {how}",
         Kill("--poweroff-node"));
   Value("--crash-rank", "R1[,R2] --at WHEN", kInjection,
-        "kill only the application process(es) of these ranks\n"
-        "(a process crash, no node lost)",
+        "kill only the application process(es) of these ranks (a process crash, no node lost)",
         Kill("--crash-rank"));
   Value("--at", "WHEN", kInjection,
-        "when the --kill-node, --poweroff-node or --crash-rank\n"
-        "just before it acts (WHEN: see --kill-node)",
+        "when the --kill-node, --poweroff-node or --crash-rank just before it acts (WHEN: see --kill-node)",
         [this](Options& o, const std::string& v) -> Status {
           if (pending_kill_.empty()) {
             return Status::InvalidArgument("--at must follow --kill-node, --poweroff-node or --crash-rank");
@@ -527,17 +479,10 @@ void OptionParser::AddFailureOptions() {
           return Status::OK();
         });
   Value("--mtbf", "SECONDS", kInjection, "kill random live nodes at exponential intervals",
-        [](Options& o, const std::string& v) -> Status {
-          DLCKPT_ASSIGN_OR_RETURN(o.mtbf, ParseSeconds(v, "--mtbf"));
-          if (o.mtbf <= 0) return Status::InvalidArgument("--mtbf must be positive");
-          return Status::OK();
-        });
+        Seconds(&Options::mtbf, "--mtbf", [](double s) { return s > 0 ? "" : "--mtbf must be positive"; }));
   Value("--weibull-shape", "K", kInjection, "Weibull inter-failure times instead (shape K)",
-        [](Options& o, const std::string& v) -> Status {
-          DLCKPT_ASSIGN_OR_RETURN(o.weibull_shape, ParseSeconds(v, "--weibull-shape"));
-          if (o.weibull_shape <= 0) return Status::InvalidArgument("--weibull-shape must be positive");
-          return Status::OK();
-        });
+        Seconds(&Options::weibull_shape, "--weibull-shape",
+                [](double k) { return k > 0 ? "" : "--weibull-shape must be positive"; }));
   Value("--max-failures", "N", kInjection, "random kills at most (default 1)",
         Count(&Options::max_failures, "--max-failures", 0, 1000000));
   Value("--seed", "S", kInjection, "random seed (default 1)", [](Options& o, const std::string& v) -> Status {
@@ -546,18 +491,13 @@ void OptionParser::AddFailureOptions() {
     return Status::OK();
   });
   Value("--heartbeat-timeout", "S", kDetection,
-        "declare a node lost after S seconds without a\n"
-        "heartbeat from its codec process (default 1.5;\n"
-        "heartbeats every 0.2 s); catches power-offs",
-        [](Options& o, const std::string& v) -> Status {
-          DLCKPT_ASSIGN_OR_RETURN(o.heartbeat_timeout, ParseSeconds(v, "--heartbeat-timeout"));
-          if (o.heartbeat_timeout < 0.1) return Status::InvalidArgument("--heartbeat-timeout must be at least 0.1 s");
-          return Status::OK();
-        });
+        "declare a node lost after S seconds without a heartbeat from its codec process (default 1.5; heartbeats "
+        "every 0.2 s); catches power-offs",
+        Seconds(&Options::heartbeat_timeout, "--heartbeat-timeout",
+                [](double s) { return s >= 0.1 ? "" : "--heartbeat-timeout must be at least 0.1 s"; }));
   Value("--heartbeat-address", "A", kDetection,
-        "address the codec processes send heartbeats to\n"
-        "(default: 127.0.0.1 for virtual nodes, else the\n"
-        "local address on the route to the first host)",
+        "address the codec processes send heartbeats to (default: 127.0.0.1 for virtual nodes, else the local "
+        "address on the route to the first host)",
         Text(&Options::heartbeat_address));
 }
 
@@ -567,60 +507,45 @@ void OptionParser::AddControlOptions() {
   Value("--timeout", "SECONDS", kControl, "stop the whole run after SECONDS (default: none)",
         Seconds(&Options::timeout, "--timeout"));
   Value("--job", "ID", kControl,
-        "job id, 1-63 of [A-Za-z0-9_-] (default dlckpt<pid>\n"
-        "and 6 random hex digits); a job id in use by a\n"
-        "running dlckpt-run (it holds RUN_DIR/lock) is refused",
+        "job id, 1-63 of [A-Za-z0-9_-] (default dlckpt<pid> and 6 random hex digits); a job id in use by a running "
+        "dlckpt-run (it holds RUN_DIR/lock) is refused",
         [](Options& o, const std::string& v) -> Status {
           if (!ValidJobName(v)) return Status::InvalidArgument("--job '" + v + "': want 1-63 of [A-Za-z0-9_-]");
           o.job = v;
           return Status::OK();
         });
   Value("--run-dir", "DIR", kControl,
-        "rendezvous, events and logs (default\n"
-        "/tmp/dlckpt-run.<job>); created with mode 0700. An\n"
-        "existing one is used only if it is a directory (not a\n"
-        "symbolic link) owned by this user with no access for\n"
-        "group and others",
+        "rendezvous, events and logs (default /tmp/dlckpt-run.<job>); created with mode 0700. An existing one is "
+        "used only if it is a directory (not a symbolic link) owned by this user with no access for group and others",
         Text(&Options::run_dir));
   Value("--codec", "PATH", kControl, "the dlckpt-codec executable (default: beside dlckpt-run)",
         Text(&Options::codec));
   Value("--mpiexec", "PATH", kControl, "mpiexec to use (default mpiexec)", Text(&Options::mpiexec));
   Flag("--preload", &Options::preload, kControl, "run the application with LD_PRELOAD=libdlckpt_preload.so");
   Flag("--keep", &Options::keep, kControl,
-       "keep stores, parity and the run directory at the end\n"
+       "keep stores, parity and the run directory at the end "
        "(also when stopped by a signal)");
   Flag("--resume", &Options::resume, kControl,
-       "let the first launch restart from the checkpoint the\n"
-       "job's stores already hold (a --keep run of the same\n"
-       "--job); without it the application starts from\n"
-       "empty stores (relaunches after a recovery always\n"
+       "let the first launch restart from the checkpoint the job's stores already hold (a --keep run of the same "
+       "--job); without it the application starts from empty stores (relaunches after a recovery always "
        "resume; sets DLCKPT_RESUME for the ranks)");
   Flag("--oversubscribe", &Options::oversubscribe, kControl,
-       "run even if this machine cannot: with virtual nodes\n"
-       "every process runs here, and dlckpt-run refuses more\n"
-       "than 64 per online CPU (N x R application ranks + one\n"
-       "codec process per data and spare node) or than\n"
-       "RLIMIT_NPROC, and stores (N x R x --capacity, all\n"
+       "run even if this machine cannot: with virtual nodes every process runs here, and dlckpt-run refuses more "
+       "than 64 per online CPU (N x R application ranks + one codec process per data and spare node) or than "
+       "RLIMIT_NPROC, and stores (N x R x --capacity, all "
        "allocated up front) larger than /dev/shm");
   Value("--term-grace", "SECONDS", kControl,
-        "on a signal, seconds the jobs get between SIGTERM and\n"
-        "SIGKILL (default 1); after a second signal, the most\n"
+        "on a signal, seconds the jobs get between SIGTERM and SIGKILL (default 1); after a second signal, the most "
         "dlckpt-run takes to end",
-        [](Options& o, const std::string& v) -> Status {
-          DLCKPT_ASSIGN_OR_RETURN(o.term_grace, ParseSeconds(v, "--term-grace"));
-          if (o.term_grace > 3600) return Status::InvalidArgument("--term-grace: at most 3600 s");
-          return Status::OK();
-        });
+        Seconds(&Options::term_grace, "--term-grace",
+                [](double s) { return s <= 3600 ? "" : "--term-grace: at most 3600 s"; }));
   Flag("-v,--verbose", &Options::verbose, kControl, "print every event");
   Value("--config", "FILE", kControl, "read options from FILE (default: $DLCKPT_CONFIG)", Text(&Options::config));
   Value("--halt", "JOB", kControl,
-        "run nothing: ask the running dlckpt-run of job JOB\n"
-        "(this user's, found through /tmp/dlckpt-run.JOB or\n"
-        "--run-dir) to halt, as SIGUSR1 does (SCR's scr_halt):\n"
-        "with --persist it drains the newest protected epoch\n"
-        "and exits 7, without it stops and exits 3. Exits 0\n"
-        "once the request was delivered, 1 when no such job\n"
-        "runs or it is another user's",
+        "run nothing: ask the running dlckpt-run of job JOB (this user's, found through /tmp/dlckpt-run.JOB or "
+        "--run-dir) to halt, as SIGUSR1 does (SCR's scr_halt): with --persist it drains the newest protected epoch "
+        "and exits 7, without it stops and exits 3. Exits 0 once the request was delivered, 1 when no such job runs "
+        "or it is another user's",
         [](Options& o, const std::string& v) -> Status {
           if (!ValidJobName(v)) {
             return Status::InvalidArgument("--halt '" + v + "': want a job id, 1-63 of [A-Za-z0-9_-]");

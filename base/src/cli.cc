@@ -34,10 +34,13 @@ std::vector<std::string> Names(const CLI::App& app) {
   return names;
 }
 
+// Whether `word` is an option's name ("-x", "--name", "--name=value"), not "--".
+bool IsOption(const std::string& word) { return word.size() > 1 && word[0] == '-' && word != "--"; }
+
 // The first unknown option in what CLI11 left over, "" if none.
 std::string FirstUnknown(const std::vector<std::string>& rest) {
   for (const std::string& r : rest) {
-    if (r.size() > 1 && r[0] == '-' && r != "--") return r;
+    if (IsOption(r)) return r;
   }
   return "";
 }
@@ -126,6 +129,12 @@ std::string Suggest(const CLI::App& app, std::string_view word) {
   return best;
 }
 
+Status UnknownOption(const CLI::App& app, std::string_view word) {
+  std::string what = "unknown option " + std::string(word);
+  if (const std::string s = Suggest(app, word); !s.empty()) what += "; did you mean " + s + "?";
+  return Status::Error(EINVAL, what);
+}
+
 Status ParseArgs(CLI::App& app, const std::vector<std::string>& args, bool* help) {
   if (help != nullptr) *help = false;
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
@@ -138,23 +147,19 @@ Status ParseArgs(CLI::App& app, const std::vector<std::string>& args, bool* help
     if (help != nullptr) *help = true;
     return Status::OK();
   } catch (const CLI::ExtrasError& e) {
-    std::string what = e.what();
     const std::string unknown = FirstUnknown(app.remaining());
-    if (!unknown.empty()) {
-      what = "unknown option " + unknown;
-      if (const std::string s = Suggest(app, unknown); !s.empty()) what += "; did you mean " + s + "?";
-    }
-    return Status::Error(EINVAL, what);
+    return unknown.empty() ? Status::Error(EINVAL, e.what()) : UnknownOption(app, unknown);
   } catch (const CLI::ParseError& e) {
     return Status::Error(EINVAL, e.what());
   }
-  // With allow_extras, unknown options land in remaining() without an error.
-  if (app.get_allow_extras()) {
-    if (const std::string unknown = FirstUnknown(app.remaining()); !unknown.empty()) {
-      std::string what = "unknown option " + unknown;
-      if (const std::string s = Suggest(app, unknown); !s.empty()) what += "; did you mean " + s + "?";
-      return Status::Error(EINVAL, what);
-    }
+  // With prefix_command, the leftovers are the caller's from the first word
+  // that is not an unknown option on; with allow_extras, unknown options land
+  // in remaining() without an error.
+  const std::vector<std::string> rest = app.remaining();
+  if (app.get_prefix_command()) {
+    if (!rest.empty() && IsOption(rest.front())) return UnknownOption(app, rest.front());
+  } else if (app.get_allow_extras()) {
+    if (const std::string unknown = FirstUnknown(rest); !unknown.empty()) return UnknownOption(app, unknown);
   }
   return Status::OK();
 }

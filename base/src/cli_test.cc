@@ -83,5 +83,25 @@ TEST(CliTest, SetUsageLeadsTheHelpAndFillsDescriptions) {
   }
 }
 
+TEST(CliTest, PrefixCommandLeavesTheProgram) {
+  Tool t;
+  t.app.prefix_command();
+  ASSERT_TRUE(ParseArgs(t.app, {"--nodes", "4", "--", "prog", "--node", "-x"}).ok());
+  EXPECT_EQ(t.nodes, 4);
+  EXPECT_EQ(t.app.remaining(), (std::vector<std::string>{"--", "prog", "--node", "-x"}));
+  Tool u;
+  u.app.prefix_command();
+  ASSERT_TRUE(ParseArgs(u.app, {"--keep", "prog", "--nodes", "9"}).ok());
+  EXPECT_EQ(u.nodes, 2);
+  EXPECT_EQ(u.app.remaining(), (std::vector<std::string>{"prog", "--nodes", "9"}));
+  // An unknown option before the program is still an error.
+  Tool v;
+  v.app.prefix_command();
+  const Status st = ParseArgs(v.app, {"--node", "4", "--", "prog"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "unknown option --node; did you mean --nodes?");
+  EXPECT_EQ(UnknownOption(v.app, "--bandwidth").message(), "unknown option --bandwidth");
+}
+
 }  // namespace
 }  // namespace dlckpt::cli

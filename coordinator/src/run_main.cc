@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   bool help = false;
   auto opts = dlckpt::run::ParseOptions(argc, argv, &help);
   if (help) {
-    std::fputs(dlckpt::run::kUsage, stdout);
+    std::fputs(dlckpt::run::Usage().c_str(), stdout);
     return 0;
   }
   if (!opts.ok()) {

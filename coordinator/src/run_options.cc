@@ -7,182 +7,39 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <iterator>
 #include <sstream>
 #include <string_view>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/units.h"
 #include "text.h"
 
 namespace dlckpt::run {
+namespace {
 
-const char kUsage[] = R"(usage: dlckpt-run [OPTIONS] -- PROGRAM [ARGS...]
+// The text of --help around the options (Usage() puts the options' own, by
+// group, in between).
+constexpr char kUsageLine[] = "usage: dlckpt-run [OPTIONS] -- PROGRAM [ARGS...]";
 
-Runs an MPI application with diskless checkpointing: launches the codec service
+constexpr char kDescription[] = R"(Runs an MPI application with diskless checkpointing: launches the codec service
 and the application (mpiexec or srun), and when a node dies rebuilds its checkpoint on a
 spare node and relaunches the application, which resumes from its last
 checkpoint. By default the cluster is simulated on this machine with virtual
 nodes vn0, vn1, ...: the first --nodes hold application ranks, the next --spares
-are spare nodes.
+are spare nodes.)";
 
-layout:
-  --nodes N               data nodes (default 2)
-  --ranks-per-node R      application ranks per data node (default 1)
-  --spares S              spare nodes (default 1)
-  --group-size G          data nodes per group (default: all in one group)
-  --spares-per-group K    parity chunks per stripe: the parity nodes of each
-                          group, or the losses a spread group survives (default
-                          1 for xor, 2 for rs)
-  --scheme xor|rs         erasure code (default xor when K = 1, else rs)
-  --parity spares|spread|auto
-                          where parity lives: on K spare nodes per group
-                          (spares), spread over each group's data nodes, about
-                          K/(G-K) of their checkpoint each, with spare nodes
-                          only hosting replacements (spread), or on spares
-                          while a group has them and spread once a recovery
-                          used them up (auto, the default). When no spare node
-                          is left to host a lost node's ranks, they run on a
-                          surviving node (oversubscribed) and the run goes on
-  --on-spares-exhausted continue|halt
-                          when no spare node is left to host a lost node's
-                          ranks: run them on a survivor (continue, the
-                          default), or rebuild them there, drain that epoch to
-                          --persist and stop (halt: exit 7, ready for
-                          --restart-from in a larger allocation)
-  --capacity SIZE         memfs store capacity per rank, 1M to 1T (default 256M)
-  --max-files N           files and directories each store holds, 1 to 1M
-                          (default: one per 32 KiB of --capacity, at least
-                          1024: 8192 for 256M; sets DLCKPT_MAX_FILES for the
-                          ranks). A full table gives ENOSPC and a line naming
-                          it; mdtest -n 10000 needs --max-files 10100 or so
-  --compress none|lz4     compress the stores' checkpoint data with LZ4 (sets
-                          DLCKPT_COMPRESS for the ranks; see memfs.h)
-  --encode sync|async     sync (default): dlckpt_checkpoint returns once the
-                          epoch is protected; async: once every store committed
-                          it, while the codec encodes it (sets DLCKPT_ENCODE for
-                          the ranks; see dlckpt/dlckpt.h)
-  --codec-nice N          run the codec's encode and rebuild work at nice N
-                          (0-19; default 0 for sync, 10 for async, so that the
-                          application computing meanwhile keeps the CPU)
-  --hosts H1,H2,...       use these hosts (first N data, then spares) instead of
-                          virtual nodes; node identity is the host name; ranks
-                          are placed in order (mpiexec -hosts H:COUNT,...; srun
-                          --distribution=arbitrary); --run-dir must then be
-                          visible on every host
-                          --hosts slurm: the hosts of the Slurm allocation
-                          (SLURM_JOB_NODELIST), the first N + S of them
-  --launcher mpiexec|srun launch both jobs with Hydra's mpiexec (default) or
-                          with Slurm's srun --mpi=pmi2 (inside or outside an
-                          allocation; virtual nodes then run on this host)
-  --srun PATH             srun to use (default srun)
-  --srun-args "ARGS"      extra srun arguments (split at white space), e.g.
-                          "--partition=debug --time=60"
-  --launcher-exec PATH    give mpiexec -launcher ssh -launcher-exec PATH (virtual
-                          hosts of tests/vhost)
-  --mpiexec-args "ARGS"   extra mpiexec arguments (split at white space) for
-                          both jobs, e.g. from tests/vhost/dlckpt-vhost
-                          mpiexec-args; a -genv LD_PRELOAD in them is merged
-                          with --preload's
-  --kill-command CMD      how to kill a node in --hosts mode, run with sh -c;
-                          "{node}" is replaced by the node, "{how}" by crash or
-                          poweroff (also used to fence a node that stopped
-                          answering heartbeats, with poweroff)
+constexpr char kLayout[] = "layout";
+constexpr char kSecondLevel[] = "second level (a persistent, e.g. parallel, file system; docs/design.md)";
+constexpr char kInjection[] =
+    "failure injection (virtual nodes: kills the node's processes and destroys its shared memory)";
+constexpr char kDetection[] = "failure detection (besides the launcher noticing dead processes)";
+constexpr char kControl[] = "control";
 
-second level (a persistent, e.g. parallel, file system; docs/design.md):
-  --persist DIR           drain every Nth protected epoch to DIR/<job>/epoch.<E>/
-                          in the background (one file per checkpoint file and a
-                          MANIFEST with each file's rank, size and CRC32C); when
-                          a failure exceeds what parity rebuilds, restart from
-                          the newest complete drained epoch
-  --persist-every N       drain epochs whose number is a multiple of N (default
-                          10); a drain still running when the next is due makes
-                          that one skipped (reported)
-  --persist-keep K        keep the newest K complete drained epochs (default 2)
-  --persist-bandwidth R   cap each rank's drain at R bytes/s (e.g. 200M; default
-                          0 = unlimited)
-  --restart-from DIR      start from the newest complete drained epoch in DIR
-                          (a --persist DIR or its job directory), every file's
-                          CRC verified; the job must have as many ranks
-  --halt-seconds S        after S seconds, drain the newest protected epoch,
-                          wait for it and stop the job (exit 7); also on
-                          SIGUSR1 (srun --signal=USR1@T) and, with --persist, on
-                          SIGTERM
-
-failure injection (virtual nodes: kills the node's processes and destroys its
-shared memory):
-  --kill-node N1[,N2] --at WHEN   kill node(s) when WHEN happens; repeatable.
-                          WHEN: checkpoint:E (after checkpoint E is protected),
-                          commit:E (once every store committed E: with --encode
-                          async, when dlckpt_checkpoint returns), drain:E (while
-                          the ranks drain epoch E to --persist DIR: they hold
-                          it 5 s + D before publishing, so the kill lands inside), time:T (T s
-                          after the first launch), phase:write[:E] (while the
-                          application writes checkpoint E), phase:encode[:E]
-                          (while the codec encodes), phase:recover[:N] (during
-                          the rebuild of the N-th recovery); each may end in +D
-                          (D s later). For the phases the codec holds that
-                          encode or rebuild 1 s + D, so the kill lands inside it
-  --poweroff-node N1[,N2] --at WHEN   power node(s) off: silent first, then
-                          dead (no launcher notices; heartbeats must). Virtual
-                          nodes: their processes are stopped (SIGSTOP) and their
-                          shared memory destroyed; the processes are killed once
-                          the loss is detected. Hosts: --kill-command with {how}
-  --crash-rank R1[,R2] --at WHEN   kill only the application process(es) of
-                          these ranks (a process crash, no node lost)
-  --mtbf SECONDS          kill random live nodes at exponential intervals
-  --weibull-shape K       Weibull inter-failure times instead (shape K)
-  --max-failures N        random kills at most (default 1)
-  --seed S                random seed (default 1)
-
-failure detection (besides the launcher noticing dead processes):
-  --heartbeat-timeout S   declare a node lost after S seconds without a
-                          heartbeat from its codec process (default 1.5;
-                          heartbeats every 0.2 s); catches power-offs
-  --heartbeat-address A   address the codec processes send heartbeats to
-                          (default: 127.0.0.1 for virtual nodes, else the
-                          local address on the route to the first host)
-
-control:
-  --max-recoveries M      give up after M recoveries (default 5)
-  --timeout SECONDS       stop the whole run after SECONDS (default: none)
-  --job ID                job id, 1-63 of [A-Za-z0-9_-] (default dlckpt<pid>
-                          and 6 random hex digits); a job id in use by a
-                          running dlckpt-run (it holds RUN_DIR/lock) is refused
-  --run-dir DIR           rendezvous, events and logs (default /tmp/dlckpt-run.<job>);
-                          created with mode 0700. An existing one is used only
-                          if it is a directory (not a symbolic link) owned by
-                          this user with no access for group and others
-  --codec PATH            the dlckpt-codec executable (default: beside dlckpt-run)
-  --mpiexec PATH          mpiexec to use (default mpiexec)
-  --preload               run the application with LD_PRELOAD=libdlckpt_preload.so
-  --keep                  keep stores, parity and the run directory at the end
-                          (also when stopped by a signal)
-  --resume                let the first launch restart from the checkpoint the
-                          job's stores already hold (a --keep run of the same
-                          --job); without it the application starts from
-                          empty stores (relaunches after a recovery always
-                          resume; sets DLCKPT_RESUME for the ranks)
-  --oversubscribe         run even if this machine cannot: with virtual nodes
-                          every process runs here, and dlckpt-run refuses more
-                          than 64 per online CPU (N x R application ranks + one
-                          codec process per data and spare node) or than
-                          RLIMIT_NPROC, and stores (N x R x --capacity, all
-                          allocated up front) larger than /dev/shm
-  --term-grace SECONDS    on a signal, seconds the jobs get between SIGTERM and
-                          SIGKILL (default 1); after a second signal, the most
-                          dlckpt-run takes to end
-  -v, --verbose           print every event
-  --config FILE           read options from FILE (default: $DLCKPT_CONFIG)
-  --halt JOB              run nothing: ask the running dlckpt-run of job JOB
-                          (this user's, found through /tmp/dlckpt-run.JOB or
-                          --run-dir) to halt, as SIGUSR1 does (SCR's scr_halt):
-                          with --persist it drains the newest protected epoch
-                          and exits 7, without it stops and exits 3. Exits 0
-                          once the request was delivered, 1 when no such job
-                          runs or it is another user's
-  -h, --help              this help
+constexpr char kFooter[] = R"(An option's value follows it as the next word or after '=' (--nodes=4); the
+program follows "--" or starts at the first word that is not an option's. An
+unknown option is refused with the closest known one.
 
 Options come from, lowest precedence first: the defaults; the configuration
 file (one option per line: "nodes = 4", "encode async", "keep"; '#' comments;
@@ -215,8 +72,9 @@ planted), 6 when the job id is in use by another
 running dlckpt-run, 7 when halted (--halt-seconds, SIGUSR1, SIGTERM with
 --persist, --on-spares-exhausted halt) with a complete drained epoch to --restart-from (3 without one),
 124 at --timeout, 128 + N after signal N; 2 for bad options
-(also for a job this machine cannot run, see --oversubscribe).
-)";
+(also for a job this machine cannot run, see --oversubscribe).)";
+
+}  // namespace
 
 namespace {
 
@@ -289,29 +147,6 @@ Result<KillTrigger> ParseTrigger(const std::string& text) {
   return t;
 }
 
-namespace {
-
-// Options without a value ("--NAME" on the command line): each sets its field.
-struct FlagOption {
-  std::string_view name;
-  bool Options::*field;
-};
-constexpr FlagOption kFlagOptions[] = {{"keep", &Options::keep},
-                                       {"preload", &Options::preload},
-                                       {"oversubscribe", &Options::oversubscribe},
-                                       {"verbose", &Options::verbose},
-                                       {"resume", &Options::resume}};
-
-// The flag option `name` (without "--"), or null.
-const FlagOption* FindFlagOption(std::string_view name) {
-  for (const FlagOption& f : kFlagOptions) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 const std::vector<std::pair<std::string, std::string>>& EnvOptions() {
   static const auto* const kList = [] {
     auto* list = new std::vector<std::pair<std::string, std::string>>();
@@ -335,204 +170,453 @@ const std::vector<std::pair<std::string, std::string>>& EnvOptions() {
 
 namespace {
 
-// Applies the options in args[0..] to `o`, up to "--" or the first word that
-// is not an option; *next is the index after them (where the program starts).
-// On an error *next is the index of the option at fault (for a --kill-node
-// without --at, of that --kill-node), so that a caller can say where it was.
-Status ApplyOptions(const std::vector<std::string>& args, Options& o, bool* help, size_t* next) {
-  std::vector<std::string> pending_kill;
-  size_t pending_at = 0;
-  bool pending_ranks = false, pending_poweroff = false;
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    *next = i;
-    std::string a = args[i];
-    if (a == "--") {
-      ++i;
-      break;
+using ApplyFn = std::function<Status(Options&, const std::string&)>;
+
+// dlckpt-run's options as a CLI::App. Each option's callback checks its value
+// and applies it to the Options of the current Apply as the option is parsed,
+// so in command-line order: a later value overrides an earlier one, and a
+// --kill-node's --at follows it.
+class OptionParser {
+ public:
+  OptionParser();
+  OptionParser(const OptionParser&) = delete;
+  OptionParser& operator=(const OptionParser&) = delete;
+
+  // Applies the options in `args` (one source) to *o. Returns the first error
+  // (a bad value, an unknown option with the closest known one) or OK; --help
+  // sets *help and returns OK. What follows the options ("--" and the words
+  // after it, or the first word that is not an option's value and the words
+  // after it) is the program: it goes to *program without the "--", and is an
+  // error when `program` is null.
+  Status Apply(const std::vector<std::string>& args, Options* o, bool* help, std::vector<std::string>* program);
+  // At the end of a source: a --kill-node, --poweroff-node or --crash-rank
+  // still waiting for its --at is an error. Forgets it either way.
+  Status EndOfSource();
+
+  // The option whose long name is `name` (without "--"), or null.
+  const CLI::Option* Find(std::string_view name) const;
+  static bool IsFlag(const CLI::Option& opt) { return opt.get_expected_max() == 0; }
+  const CLI::App& app() const { return app_; }
+  std::string Help() const { return app_.help(); }
+
+ private:
+  // An option with a value (`text` names it in the help).
+  void Value(const std::string& name, const std::string& text, const std::string& group, const std::string& help,
+             ApplyFn apply);
+  void Flag(const std::string& names, bool Options::*field, const std::string& group, const std::string& help);
+  // --kill-node, --poweroff-node or --crash-rank: waits for its --at.
+  ApplyFn Kill(const std::string& name);
+  void AddLayoutOptions();
+  void AddSecondLevelOptions();
+  void AddFailureOptions();
+  void AddControlOptions();
+
+  CLI::App app_{"", "dlckpt-run"};
+  Options* target_ = nullptr;
+  Status error_;  // the first error of the current Apply
+  std::vector<std::string> pending_kill_;  // a kill waiting for its --at
+  bool pending_ranks_ = false;
+  bool pending_poweroff_ = false;
+};
+
+// What the options' values are.
+ApplyFn Count(int Options::*field, const std::string& name, int64_t lo, int64_t hi) {
+  return [=](Options& o, const std::string& v) -> Status {
+    DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, name, lo, hi));
+    o.*field = static_cast<int>(n);
+    return Status::OK();
+  };
+}
+
+// One of `allowed`, which `want` lists for the message.
+ApplyFn Choice(std::string Options::*field, const std::string& name, std::vector<std::string> allowed,
+               const std::string& want) {
+  return [=](Options& o, const std::string& v) -> Status {
+    if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
+      return Status::InvalidArgument(name + ": want " + want + ", not '" + v + "'");
     }
-    if (a == "-h" || a == "--help") {
-      *help = true;
-      *next = args.size();
-      return Status::OK();
+    o.*field = v;
+    return Status::OK();
+  };
+}
+
+ApplyFn Text(std::string Options::*field) {
+  return [=](Options& o, const std::string& v) {
+    o.*field = v;
+    return Status::OK();
+  };
+}
+
+// Words split at white space, added to those of earlier occurrences.
+ApplyFn Words(std::vector<std::string> Options::*field) {
+  return [=](Options& o, const std::string& v) {
+    std::istringstream is(v);
+    for (std::string w; is >> w;) (o.*field).push_back(w);
+    return Status::OK();
+  };
+}
+
+// A number of seconds; `wrong` (when given) says what is wrong with one ("": nothing).
+ApplyFn Seconds(double Options::*field, const std::string& name,
+                std::function<std::string(double)> wrong = nullptr) {
+  return [=](Options& o, const std::string& v) -> Status {
+    DLCKPT_ASSIGN_OR_RETURN(double seconds, ParseSeconds(v, name));
+    if (wrong) {
+      if (std::string why = wrong(seconds); !why.empty()) return Status::InvalidArgument(why);
     }
-    // A flag option: --NAME, or -v for --verbose.
-    const FlagOption* flag = a == "-v"                ? FindFlagOption("verbose")
-                             : a.rfind("--", 0) == 0 ? FindFlagOption(std::string_view(a).substr(2))
-                                                      : nullptr;
-    if (flag != nullptr) {
-      o.*(flag->field) = true;
-      continue;
+    o.*field = seconds;
+    return Status::OK();
+  };
+}
+
+OptionParser::OptionParser() {
+  app_.description(kDescription);
+  app_.footer(kFooter);
+  cli::SetUsage(app_, kUsageLine, 26);
+  // The program follows the options: CLI11 leaves it in remaining().
+  app_.prefix_command();
+  app_.set_help_flag();  // added again last, in "control"
+  AddLayoutOptions();
+  AddSecondLevelOptions();
+  AddFailureOptions();
+  AddControlOptions();
+  app_.set_help_flag("-h,--help", "this help")->group(kControl);
+}
+
+void OptionParser::Value(const std::string& name, const std::string& text, const std::string& group,
+                         const std::string& help, ApplyFn apply) {
+  app_.add_option(
+          name,
+          [this, apply = std::move(apply)](const CLI::results_t& r) {
+            // After an error or an unknown option (left in remaining()) nothing
+            // applies: the first of them is the one reported.
+            if (error_.ok() && app_.remaining().empty()) error_ = apply(*target_, r.empty() ? "" : r.back());
+            return true;
+          },
+          help)
+      ->option_text(text)
+      ->group(group)
+      ->trigger_on_parse();
+}
+
+void OptionParser::Flag(const std::string& names, bool Options::*field, const std::string& group,
+                        const std::string& help) {
+  app_.add_flag_callback(
+          names,
+          [this, field] {
+            if (error_.ok() && app_.remaining().empty()) target_->*field = true;
+          },
+          help)
+      ->group(group)
+      ->trigger_on_parse();
+}
+
+ApplyFn OptionParser::Kill(const std::string& name) {
+  return [this, name](Options&, const std::string& v) -> Status {
+    pending_kill_ = Split(v, ',');
+    pending_ranks_ = name == "--crash-rank";
+    pending_poweroff_ = name == "--poweroff-node";
+    if (pending_kill_.empty()) return Status::InvalidArgument(name + " needs a list");
+    if (pending_ranks_) {
+      for (const auto& r : pending_kill_) DLCKPT_RETURN_IF_ERROR(ParseInt(r, name, 0, 1 << 24).status());
     }
-    if (a.empty() || a[0] != '-') {
-      // The program may follow without "--".
-      break;
-    }
-    if (i + 1 >= args.size()) return Status::InvalidArgument(a + " needs a value");
-    std::string v = args[++i];
-    // Options whose value is a count in a range.
-    struct IntOption {
-      const char* name;
-      int Options::*field;
-      int64_t lo, hi;
-    };
-    static const IntOption kIntOptions[] = {
-        {"--nodes", &Options::nodes, 1, 100000},
-        {"--ranks-per-node", &Options::ranks_per_node, 1, 4096},
-        {"--spares", &Options::spares, 0, 100000},
-        {"--group-size", &Options::group_size, 1, 100000},
-        {"--spares-per-group", &Options::spares_per_group, 1, 32},
-        {"--max-failures", &Options::max_failures, 0, 1000000},
-        {"--max-recoveries", &Options::max_recoveries, 0, 1000000},
-    };
-    auto int_option = std::find_if(std::begin(kIntOptions), std::end(kIntOptions),
-                                   [&](const IntOption& io) { return a == io.name; });
-    if (int_option != std::end(kIntOptions)) {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, int_option->lo, int_option->hi));
-      o.*(int_option->field) = static_cast<int>(n);
-    } else if (a == "--scheme") {
-      if (v != "xor" && v != "rs") return Status::InvalidArgument("--scheme: want xor or rs, not '" + v + "'");
-      o.scheme = v;
-    } else if (a == "--parity") {
-      if (v != "spares" && v != "spread" && v != "auto") {
-        return Status::InvalidArgument("--parity: want spares, spread or auto, not '" + v + "'");
-      }
-      o.parity = v;
-    } else if (a == "--on-spares-exhausted") {
-      if (v != "continue" && v != "halt") {
-        return Status::InvalidArgument("--on-spares-exhausted: want continue or halt, not '" + v + "'");
-      }
-      o.on_spares_exhausted = v;
-    } else if (a == "--capacity") {
-      auto size = ParseSize(v);
-      if (!size.ok()) return size.status().Prefixed("--capacity");
-      if (*size < kMinCapacity || *size > kMaxCapacity) {
-        return Status::InvalidArgument("--capacity " + v + ": a store's capacity must be between 1M and 1T");
-      }
-      o.capacity = *size;
-    } else if (a == "--max-files") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, kMaxMaxFiles));
-      o.max_files = static_cast<uint32_t>(n);
-    } else if (a == "--halt") {
-      if (!ValidJobName(v)) return Status::InvalidArgument("--halt '" + v + "': want a job id, 1-63 of [A-Za-z0-9_-]");
-      o.halt = v;
-    } else if (a == "--encode") {
-      if (v != "sync" && v != "async") return Status::InvalidArgument("--encode: want sync or async, not '" + v + "'");
-      o.encode = v;
-    } else if (a == "--codec-nice") {
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 0 || n > 19) {
-        return Status::InvalidArgument("--codec-nice: want 0 to 19, not '" + v + "'");
-      }
-      o.codec_nice = static_cast<int>(n);
-    } else if (a == "--compress") {
-      if (v != "none" && v != "lz4") return Status::InvalidArgument("--compress: want none or lz4, not '" + v + "'");
-      o.compress = v;
-    } else if (a == "--hosts") {
-      o.hosts = Split(v, ',');
-    } else if (a == "--launcher-exec") {
-      o.launcher_exec = v;
-    } else if (a == "--kill-command") {
-      o.kill_command = v;
-    } else if (a == "--mpiexec") {
-      o.mpiexec = v;
-    } else if (a == "--launcher") {
-      if (v != "mpiexec" && v != "srun") {
-        return Status::InvalidArgument("--launcher: want mpiexec or srun, not '" + v + "'");
-      }
-      o.launcher = v;
-    } else if (a == "--srun") {
-      o.srun = v;
-    } else if (a == "--srun-args") {
-      std::istringstream is(v);
-      for (std::string w; is >> w;) o.srun_args.push_back(w);
-    } else if (a == "--mpiexec-args") {
-      std::istringstream is(v);
-      for (std::string w; is >> w;) o.mpiexec_args.push_back(w);
-    } else if (a == "--kill-node" || a == "--crash-rank" || a == "--poweroff-node") {
-      pending_kill = Split(v, ',');
-      pending_at = i - 1;
-      pending_ranks = a == "--crash-rank";
-      pending_poweroff = a == "--poweroff-node";
-      if (pending_kill.empty()) return Status::InvalidArgument(a + " needs a list");
-      if (pending_ranks) {
-        for (const auto& r : pending_kill) {
-          DLCKPT_RETURN_IF_ERROR(ParseInt(r, a, 0, 1 << 24).status());
-        }
-      }
-    } else if (a == "--at") {
-      if (pending_kill.empty()) {
-        return Status::InvalidArgument("--at must follow --kill-node, --poweroff-node or --crash-rank");
-      }
-      DLCKPT_ASSIGN_OR_RETURN(KillTrigger t, ParseTrigger(v));
-      o.kills.push_back(KillSpec{pending_kill, pending_ranks, pending_poweroff, t, v});
-      pending_kill.clear();
-    } else if (a == "--mtbf") {
-      DLCKPT_ASSIGN_OR_RETURN(o.mtbf, ParseSeconds(v, a));
-      if (o.mtbf <= 0) return Status::InvalidArgument("--mtbf must be positive");
-    } else if (a == "--weibull-shape") {
-      DLCKPT_ASSIGN_OR_RETURN(o.weibull_shape, ParseSeconds(v, a));
-      if (o.weibull_shape <= 0) return Status::InvalidArgument("--weibull-shape must be positive");
-    } else if (a == "--seed") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 0, INT64_MAX));
-      o.seed = static_cast<uint64_t>(n);
-    } else if (a == "--term-grace") {
-      DLCKPT_ASSIGN_OR_RETURN(o.term_grace, ParseSeconds(v, a));
-      if (o.term_grace > 3600) return Status::InvalidArgument("--term-grace: at most 3600 s");
-    } else if (a == "--timeout") {
-      DLCKPT_ASSIGN_OR_RETURN(o.timeout, ParseSeconds(v, a));
-    } else if (a == "--heartbeat-timeout") {
-      DLCKPT_ASSIGN_OR_RETURN(o.heartbeat_timeout, ParseSeconds(v, a));
-      if (o.heartbeat_timeout < 0.1) return Status::InvalidArgument("--heartbeat-timeout must be at least 0.1 s");
-    } else if (a == "--heartbeat-address") {
-      o.heartbeat_address = v;
-    } else if (a == "--job") {
-      if (!ValidJobName(v)) return Status::InvalidArgument("--job '" + v + "': want 1-63 of [A-Za-z0-9_-]");
-      o.job = v;
-    } else if (a == "--config") {
-      o.config = v;
-    } else if (a == "--run-dir") {
-      o.run_dir = v;
-    } else if (a == "--codec") {
-      o.codec = v;
-    } else if (a == "--persist") {
-      o.persist = v;
-    } else if (a == "--persist-every") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 1000000000));
-      o.persist_every = static_cast<int>(n);
-    } else if (a == "--persist-keep") {
-      DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, a, 1, 1000000));
-      o.persist_keep = static_cast<int>(n);
-    } else if (a == "--persist-bandwidth") {
-      auto b = ParseSize(v);
-      if (!b.ok()) return Status::InvalidArgument(a + ": '" + v + "' is not a byte rate (e.g. 200M, 0 = unlimited)");
-      o.persist_bandwidth = *b;
-    } else if (a == "--restart-from") {
-      o.restart_from = v;
-    } else if (a == "--halt-seconds") {
-      DLCKPT_ASSIGN_OR_RETURN(o.halt_seconds, ParseSeconds(v, a));
-    } else {
-      return Status::InvalidArgument("unknown option " + a);
+    return Status::OK();
+  };
+}
+
+void OptionParser::AddLayoutOptions() {
+  Value("--nodes", "N", kLayout, "data nodes (default 2)", Count(&Options::nodes, "--nodes", 1, 100000));
+  Value("--ranks-per-node", "R", kLayout, "application ranks per data node (default 1)",
+        Count(&Options::ranks_per_node, "--ranks-per-node", 1, 4096));
+  Value("--spares", "S", kLayout, "spare nodes (default 1)", Count(&Options::spares, "--spares", 0, 100000));
+  Value("--group-size", "G", kLayout, "data nodes per group (default: all in one group)",
+        Count(&Options::group_size, "--group-size", 1, 100000));
+  Value("--spares-per-group", "K", kLayout,
+        "parity chunks per stripe: the parity nodes of each group, or the losses a spread group survives (default 1 "
+        "for xor, 2 for rs)",
+        Count(&Options::spares_per_group, "--spares-per-group", 1, 32));
+  Value("--scheme", "xor|rs", kLayout, "erasure code (default xor when K = 1, else rs)",
+        Choice(&Options::scheme, "--scheme", {"xor", "rs"}, "xor or rs"));
+  Value("--parity", "spares|spread|auto", kLayout,
+        "where parity lives: on K spare nodes per group (spares), spread over each group's data nodes, about "
+        "K/(G-K) of their checkpoint each, with spare nodes only hosting replacements (spread), or on spares while "
+        "a group has them and spread once a recovery used them up (auto, the default). When no spare node is left "
+        "to host a lost node's ranks, they run on a surviving node (oversubscribed) and the run goes on",
+        Choice(&Options::parity, "--parity", {"spares", "spread", "auto"}, "spares, spread or auto"));
+  Value("--on-spares-exhausted", "continue|halt", kLayout,
+        "when no spare node is left to host a lost node's ranks: run them on a survivor (continue, the default), or "
+        "rebuild them there, drain that epoch to --persist and stop (halt: exit 7, ready for --restart-from in a "
+        "larger allocation)",
+        Choice(&Options::on_spares_exhausted, "--on-spares-exhausted", {"continue", "halt"}, "continue or halt"));
+  Value("--capacity", "SIZE", kLayout, "memfs store capacity per rank, 1M to 1T (default 256M)",
+        [](Options& o, const std::string& v) -> Status {
+          auto size = ParseSize(v);
+          if (!size.ok()) return size.status().Prefixed("--capacity");
+          if (*size < kMinCapacity || *size > kMaxCapacity) {
+            return Status::InvalidArgument("--capacity " + v + ": a store's capacity must be between 1M and 1T");
+          }
+          o.capacity = *size;
+          return Status::OK();
+        });
+  Value("--max-files", "N", kLayout,
+        "files and directories each store holds, 1 to 1M (default: one per 32 KiB of --capacity, at least 1024: "
+        "8192 for 256M; sets DLCKPT_MAX_FILES for the ranks). A full table gives ENOSPC and a line naming it; "
+        "mdtest -n 10000 needs --max-files 10100 or so",
+        [](Options& o, const std::string& v) -> Status {
+          DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, "--max-files", 1, kMaxMaxFiles));
+          o.max_files = static_cast<uint32_t>(n);
+          return Status::OK();
+        });
+  Value("--compress", "none|lz4", kLayout,
+        "compress the stores' checkpoint data with LZ4 (sets DLCKPT_COMPRESS for the ranks; see memfs.h)",
+        Choice(&Options::compress, "--compress", {"none", "lz4"}, "none or lz4"));
+  Value("--encode", "sync|async", kLayout,
+        "sync (default): dlckpt_checkpoint returns once the epoch is protected; async: once every store committed "
+        "it, while the codec encodes it (sets DLCKPT_ENCODE for the ranks; see dlckpt/dlckpt.h)",
+        Choice(&Options::encode, "--encode", {"sync", "async"}, "sync or async"));
+  Value("--codec-nice", "N", kLayout,
+        "run the codec's encode and rebuild work at nice N (0-19; default 0 for sync, 10 for async, so that the "
+        "application computing meanwhile keeps the CPU)",
+        [](Options& o, const std::string& v) -> Status {
+          char* end = nullptr;
+          long n = std::strtol(v.c_str(), &end, 10);
+          if (v.empty() || *end || n < 0 || n > 19) {
+            return Status::InvalidArgument("--codec-nice: want 0 to 19, not '" + v + "'");
+          }
+          o.codec_nice = static_cast<int>(n);
+          return Status::OK();
+        });
+  Value("--hosts", "H1,H2,...", kLayout,
+        "use these hosts (first N data, then spares) instead of virtual nodes; node identity is the host name; "
+        "ranks are placed in order (mpiexec -hosts H:COUNT,...; srun --distribution=arbitrary); --run-dir must then "
+        "be visible on every host\n"
+        "--hosts slurm: the hosts of the Slurm allocation (SLURM_JOB_NODELIST), the first N + S of them",
+        [](Options& o, const std::string& v) {
+          o.hosts = Split(v, ',');
+          return Status::OK();
+        });
+  Value("--launcher", "mpiexec|srun", kLayout,
+        "launch both jobs with Hydra's mpiexec (default) or with Slurm's srun --mpi=pmi2 (inside or outside an "
+        "allocation; virtual nodes then run on this host)",
+        Choice(&Options::launcher, "--launcher", {"mpiexec", "srun"}, "mpiexec or srun"));
+  Value("--srun", "PATH", kLayout, "srun to use (default srun)", Text(&Options::srun));
+  Value("--srun-args", "\"ARGS\"", kLayout,
+        "extra srun arguments (split at white space), e.g. \"--partition=debug --time=60\"",
+        Words(&Options::srun_args));
+  Value("--launcher-exec", "PATH", kLayout,
+        "give mpiexec -launcher ssh -launcher-exec PATH (virtual hosts of tests/vhost)",
+        Text(&Options::launcher_exec));
+  Value("--mpiexec-args", "\"ARGS\"", kLayout,
+        "extra mpiexec arguments (split at white space) for both jobs, e.g. from tests/vhost/dlckpt-vhost "
+        "mpiexec-args; a -genv LD_PRELOAD in them is merged with --preload's",
+        Words(&Options::mpiexec_args));
+  Value("--kill-command", "CMD", kLayout,
+        "how to kill a node in --hosts mode, run with sh -c; \"{node}\" is replaced by the node, \"{how}\" by crash "
+        "or poweroff (also used to fence a node that stopped answering heartbeats, with poweroff)",
+        Text(&Options::kill_command));
+}
+
+void OptionParser::AddSecondLevelOptions() {
+  Value("--persist", "DIR", kSecondLevel,
+        "drain every Nth protected epoch to DIR/<job>/epoch.<E>/ in the background (one file per checkpoint file "
+        "and a MANIFEST with each file's rank, size and CRC32C); when a failure exceeds what parity rebuilds, "
+        "restart from the newest complete drained epoch",
+        Text(&Options::persist));
+  Value("--persist-every", "N", kSecondLevel,
+        "drain epochs whose number is a multiple of N (default 10); a drain still running when the next is due "
+        "makes that one skipped (reported)",
+        Count(&Options::persist_every, "--persist-every", 1, 1000000000));
+  Value("--persist-keep", "K", kSecondLevel, "keep the newest K complete drained epochs (default 2)",
+        Count(&Options::persist_keep, "--persist-keep", 1, 1000000));
+  Value("--persist-bandwidth", "R", kSecondLevel,
+        "cap each rank's drain at R bytes/s (e.g. 200M; default 0 = unlimited)",
+        [](Options& o, const std::string& v) -> Status {
+          auto b = ParseSize(v);
+          if (!b.ok()) {
+            return Status::InvalidArgument("--persist-bandwidth: '" + v +
+                                           "' is not a byte rate (e.g. 200M, 0 = unlimited)");
+          }
+          o.persist_bandwidth = *b;
+          return Status::OK();
+        });
+  Value("--restart-from", "DIR", kSecondLevel,
+        "start from the newest complete drained epoch in DIR (a --persist DIR or its job directory), every file's "
+        "CRC verified; the job must have as many ranks",
+        Text(&Options::restart_from));
+  Value("--halt-seconds", "S", kSecondLevel,
+        "after S seconds, drain the newest protected epoch, wait for it and stop the job (exit 7); also on SIGUSR1 "
+        "(srun --signal=USR1@T) and, with --persist, on SIGTERM",
+        Seconds(&Options::halt_seconds, "--halt-seconds"));
+}
+
+void OptionParser::AddFailureOptions() {
+  Value("--kill-node", "N1[,N2] --at WHEN", kInjection,
+        "kill node(s) when WHEN happens; repeatable.\n"
+        "WHEN: checkpoint:E (after checkpoint E is protected), commit:E (once every store committed E: with "
+        "--encode async, when dlckpt_checkpoint returns), drain:E (while the ranks drain epoch E to --persist DIR: "
+        "they hold it 5 s + D before publishing, so the kill lands inside), time:T (T s after the first launch), "
+        "phase:write[:E] (while the application writes checkpoint E), phase:encode[:E] (while the codec encodes), "
+        "phase:recover[:N] (during the rebuild of the N-th recovery); each may end in +D (D s later). For the "
+        "phases the codec holds that encode or rebuild 1 s + D, so the kill lands inside it",
+        Kill("--kill-node"));
+  Value("--poweroff-node", "N1[,N2] --at WHEN", kInjection,
+        "power node(s) off: silent first, then dead (no launcher notices; heartbeats must). Virtual nodes: their "
+        "processes are stopped (SIGSTOP) and their shared memory destroyed; the processes are killed once the loss "
+        "is detected. Hosts: --kill-command with {how}",
+        Kill("--poweroff-node"));
+  Value("--crash-rank", "R1[,R2] --at WHEN", kInjection,
+        "kill only the application process(es) of these ranks (a process crash, no node lost)",
+        Kill("--crash-rank"));
+  Value("--at", "WHEN", kInjection,
+        "when the --kill-node, --poweroff-node or --crash-rank just before it acts (WHEN: see --kill-node)",
+        [this](Options& o, const std::string& v) -> Status {
+          if (pending_kill_.empty()) {
+            return Status::InvalidArgument("--at must follow --kill-node, --poweroff-node or --crash-rank");
+          }
+          DLCKPT_ASSIGN_OR_RETURN(KillTrigger t, ParseTrigger(v));
+          o.kills.push_back(KillSpec{pending_kill_, pending_ranks_, pending_poweroff_, t, v});
+          pending_kill_.clear();
+          return Status::OK();
+        });
+  Value("--mtbf", "SECONDS", kInjection, "kill random live nodes at exponential intervals",
+        Seconds(&Options::mtbf, "--mtbf", [](double s) { return s > 0 ? "" : "--mtbf must be positive"; }));
+  Value("--weibull-shape", "K", kInjection, "Weibull inter-failure times instead (shape K)",
+        Seconds(&Options::weibull_shape, "--weibull-shape",
+                [](double k) { return k > 0 ? "" : "--weibull-shape must be positive"; }));
+  Value("--max-failures", "N", kInjection, "random kills at most (default 1)",
+        Count(&Options::max_failures, "--max-failures", 0, 1000000));
+  Value("--seed", "S", kInjection, "random seed (default 1)", [](Options& o, const std::string& v) -> Status {
+    DLCKPT_ASSIGN_OR_RETURN(int64_t n, ParseInt(v, "--seed", 0, INT64_MAX));
+    o.seed = static_cast<uint64_t>(n);
+    return Status::OK();
+  });
+  Value("--heartbeat-timeout", "S", kDetection,
+        "declare a node lost after S seconds without a heartbeat from its codec process (default 1.5; heartbeats "
+        "every 0.2 s); catches power-offs",
+        Seconds(&Options::heartbeat_timeout, "--heartbeat-timeout",
+                [](double s) { return s >= 0.1 ? "" : "--heartbeat-timeout must be at least 0.1 s"; }));
+  Value("--heartbeat-address", "A", kDetection,
+        "address the codec processes send heartbeats to (default: 127.0.0.1 for virtual nodes, else the local "
+        "address on the route to the first host)",
+        Text(&Options::heartbeat_address));
+}
+
+void OptionParser::AddControlOptions() {
+  Value("--max-recoveries", "M", kControl, "give up after M recoveries (default 5)",
+        Count(&Options::max_recoveries, "--max-recoveries", 0, 1000000));
+  Value("--timeout", "SECONDS", kControl, "stop the whole run after SECONDS (default: none)",
+        Seconds(&Options::timeout, "--timeout"));
+  Value("--job", "ID", kControl,
+        "job id, 1-63 of [A-Za-z0-9_-] (default dlckpt<pid> and 6 random hex digits); a job id in use by a running "
+        "dlckpt-run (it holds RUN_DIR/lock) is refused",
+        [](Options& o, const std::string& v) -> Status {
+          if (!ValidJobName(v)) return Status::InvalidArgument("--job '" + v + "': want 1-63 of [A-Za-z0-9_-]");
+          o.job = v;
+          return Status::OK();
+        });
+  Value("--run-dir", "DIR", kControl,
+        "rendezvous, events and logs (default /tmp/dlckpt-run.<job>); created with mode 0700. An existing one is "
+        "used only if it is a directory (not a symbolic link) owned by this user with no access for group and others",
+        Text(&Options::run_dir));
+  Value("--codec", "PATH", kControl, "the dlckpt-codec executable (default: beside dlckpt-run)",
+        Text(&Options::codec));
+  Value("--mpiexec", "PATH", kControl, "mpiexec to use (default mpiexec)", Text(&Options::mpiexec));
+  Flag("--preload", &Options::preload, kControl, "run the application with LD_PRELOAD=libdlckpt_preload.so");
+  Flag("--keep", &Options::keep, kControl,
+       "keep stores, parity and the run directory at the end "
+       "(also when stopped by a signal)");
+  Flag("--resume", &Options::resume, kControl,
+       "let the first launch restart from the checkpoint the job's stores already hold (a --keep run of the same "
+       "--job); without it the application starts from empty stores (relaunches after a recovery always "
+       "resume; sets DLCKPT_RESUME for the ranks)");
+  Flag("--oversubscribe", &Options::oversubscribe, kControl,
+       "run even if this machine cannot: with virtual nodes every process runs here, and dlckpt-run refuses more "
+       "than 64 per online CPU (N x R application ranks + one codec process per data and spare node) or than "
+       "RLIMIT_NPROC, and stores (N x R x --capacity, all "
+       "allocated up front) larger than /dev/shm");
+  Value("--term-grace", "SECONDS", kControl,
+        "on a signal, seconds the jobs get between SIGTERM and SIGKILL (default 1); after a second signal, the most "
+        "dlckpt-run takes to end",
+        Seconds(&Options::term_grace, "--term-grace",
+                [](double s) { return s <= 3600 ? "" : "--term-grace: at most 3600 s"; }));
+  Flag("-v,--verbose", &Options::verbose, kControl, "print every event");
+  Value("--config", "FILE", kControl, "read options from FILE (default: $DLCKPT_CONFIG)", Text(&Options::config));
+  Value("--halt", "JOB", kControl,
+        "run nothing: ask the running dlckpt-run of job JOB (this user's, found through /tmp/dlckpt-run.JOB or "
+        "--run-dir) to halt, as SIGUSR1 does (SCR's scr_halt): with --persist it drains the newest protected epoch "
+        "and exits 7, without it stops and exits 3. Exits 0 once the request was delivered, 1 when no such job runs "
+        "or it is another user's",
+        [](Options& o, const std::string& v) -> Status {
+          if (!ValidJobName(v)) {
+            return Status::InvalidArgument("--halt '" + v + "': want a job id, 1-63 of [A-Za-z0-9_-]");
+          }
+          o.halt = v;
+          return Status::OK();
+        });
+}
+
+Status OptionParser::Apply(const std::vector<std::string>& args, Options* o, bool* help,
+                           std::vector<std::string>* program) {
+  target_ = o;
+  error_ = Status::OK();
+  bool asked = false;
+  const Status parsed = cli::ParseArgs(app_, args, &asked);
+  target_ = nullptr;
+  if (asked) {
+    *help = true;
+    return Status::OK();
+  }
+  // A bad value comes before anything CLI11 found wrong (an unknown option
+  // stops the callbacks, a missing value is at the end).
+  DLCKPT_RETURN_IF_ERROR(error_);
+  if (!parsed.ok() && !args.empty() && args.back().rfind("--", 0) == 0) {
+    if (const CLI::Option* opt = Find(std::string_view(args.back()).substr(2)); opt != nullptr && !IsFlag(*opt)) {
+      return Status::InvalidArgument(args.back() + " needs a value");
     }
   }
-  if (!pending_kill.empty()) {
-    *next = pending_at;
-    return Status::InvalidArgument("--kill-node, --poweroff-node or --crash-rank without --at");
+  DLCKPT_RETURN_IF_ERROR(parsed);
+  std::vector<std::string> rest = app_.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (program != nullptr) {
+    *program = std::move(rest);
+  } else if (!rest.empty()) {
+    return Status::InvalidArgument("'" + rest.front() + "' is not an option");
   }
-  *next = i;
   return Status::OK();
+}
+
+Status OptionParser::EndOfSource() {
+  const bool waiting = !pending_kill_.empty();
+  pending_kill_.clear();
+  if (waiting) return Status::InvalidArgument("--kill-node, --poweroff-node or --crash-rank without --at");
+  return Status::OK();
+}
+
+const CLI::Option* OptionParser::Find(std::string_view name) const {
+  for (const CLI::Option* opt : app_.get_options()) {
+    if (opt->check_lname(std::string(name))) return opt;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
+std::string Usage() { return OptionParser().Help(); }
+
+
 namespace {
 
-// ConfigTokens, and in (*lines)[i] the line number of token i.
-Result<std::vector<std::string>> ConfigTokensAt(const std::string& path, const std::string& text,
-                                                std::vector<size_t>* lines) {
-  std::vector<std::string> out;
-  lines->clear();
+// The options of one line of a configuration file.
+struct ConfigLine {
+  size_t line = 0;
+  std::vector<std::string> tokens;  // never empty
+};
+
+// ConfigTokens by line, checking names against `parser`'s options (lines
+// without an option, such as "keep = false", left out).
+Result<std::vector<ConfigLine>> ConfigLines(const std::string& path, const std::string& text,
+                                            const OptionParser& parser) {
+  std::vector<ConfigLine> out;
   size_t line_no = 0, start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
@@ -558,28 +642,34 @@ Result<std::vector<std::string>> ConfigTokensAt(const std::string& path, const s
     if (name == "config" || name == "help" || name == "halt" || name.empty()) {
       return Status::InvalidArgument(where + ": '" + name + "' cannot be set in a configuration file");
     }
-    if (FindFlagOption(name) != nullptr) {
+    const CLI::Option* opt = parser.Find(name);
+    if (opt == nullptr) return cli::UnknownOption(parser.app(), "--" + name).Prefixed(where);
+    if (OptionParser::IsFlag(*opt)) {
       if (value.empty() || value == "1" || value == "true" || value == "yes") {
-        out.push_back("--" + name);
-        lines->push_back(line_no);
+        out.push_back({line_no, {"--" + name}});
       } else if (value != "0" && value != "false" && value != "no") {
         return Status::InvalidArgument(where + ": " + name + " is a flag: want true or false, not '" + value + "'");
       }
       continue;
     }
     if (value.empty()) return Status::InvalidArgument(where + ": " + name + " needs a value");
-    out.push_back("--" + name);
-    out.push_back(value);
-    lines->insert(lines->end(), 2, line_no);
+    out.push_back({line_no, {"--" + name, value}});
   }
   return out;
+}
+
+bool IsKill(const std::string& option) {
+  return option == "--kill-node" || option == "--poweroff-node" || option == "--crash-rank";
 }
 
 }  // namespace
 
 Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std::string& text) {
-  std::vector<size_t> lines;
-  return ConfigTokensAt(path, text, &lines);
+  OptionParser parser;
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<ConfigLine> lines, ConfigLines(path, text, parser));
+  std::vector<std::string> tokens;
+  for (const ConfigLine& l : lines) tokens.insert(tokens.end(), l.tokens.begin(), l.tokens.end());
+  return tokens;
 }
 
 Result<Options> ParseOptions(int argc, char** argv, bool* help) {
@@ -590,32 +680,34 @@ Result<Options> ParseOptions(int argc, char** argv, bool* help) {
 Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, const EnvFn& env) {
   Options o;
   *help = false;
-  size_t next = 0;
-  // 1. The configuration file: --config FILE, else $DLCKPT_CONFIG.
-  const std::vector<std::string>& args = argv;
+  OptionParser parser;
+  std::vector<std::string> program;
+  // The command line alone first: its --help, its errors and its --config.
   std::string config;
   if (const char* c = env("DLCKPT_CONFIG")) config = c;
   {
-    Options scratch;  // the command line alone, for its --config
-    DLCKPT_RETURN_IF_ERROR(ApplyOptions(args, scratch, help, &next));
+    Options scratch;
+    DLCKPT_RETURN_IF_ERROR(parser.Apply(argv, &scratch, help, &program));
     if (*help) return scratch;
+    DLCKPT_RETURN_IF_ERROR(parser.EndOfSource());
     if (!scratch.config.empty()) config = scratch.config;
   }
+  // 1. The configuration file: --config FILE, else $DLCKPT_CONFIG. Every error
+  // names FILE:LINE of the option at fault.
   if (!config.empty()) {
     auto text = Env::Default()->ReadFile(config, 1 << 20);
     if (!text.ok()) return text.status().Prefixed("configuration file");
-    std::vector<size_t> lines;
-    DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> tokens, ConfigTokensAt(config, *text, &lines));
-    // Every error names FILE:LINE of the option at fault.
-    auto where = [&](size_t token) {
-      return "configuration file " + config + ":" + std::to_string(token < lines.size() ? lines[token] : 0);
-    };
-    Status s = ApplyOptions(tokens, o, help, &next);
-    if (!s.ok()) return s.Prefixed(where(next));
-    o.config = config;
-    if (next != tokens.size()) {
-      return Status::InvalidArgument(where(next) + ": '" + tokens[next] + "' is not an option");
+    auto lines = ConfigLines(config, *text, parser);
+    if (!lines.ok()) return Status::Error(lines.status().code(), "configuration file " + lines.status().message());
+    auto where = [&](size_t line) { return "configuration file " + config + ":" + std::to_string(line); };
+    size_t kill_line = 0;  // of the latest --kill-node, --poweroff-node or --crash-rank
+    for (const ConfigLine& l : *lines) {
+      if (IsKill(l.tokens.front())) kill_line = l.line;
+      Status s = parser.Apply(l.tokens, &o, help, nullptr);
+      if (!s.ok()) return s.Prefixed(where(l.line));
     }
+    if (Status s = parser.EndOfSource(); !s.ok()) return s.Prefixed(where(kill_line));
+    o.config = config;
   }
   // 2. SCR's names for the same settings (an SCR application's job script),
   // then DLCKPT_<OPTION>, in the environment.
@@ -633,7 +725,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
                                        "equivalent); unset it or set XOR or RS");
       }
     }
-    Status s = ApplyOptions({"--" + std::string(option), value}, o, help, &next);
+    Status s = parser.Apply({"--" + std::string(option), value}, &o, help, nullptr);
     if (!s.ok()) return s.Prefixed(std::string("environment ") + var);
   }
   // SCR_FLUSH=N (N > 0): every N-th checkpoint goes to SCR_PREFIX (default the
@@ -641,7 +733,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
   if (const char* flush = env("SCR_FLUSH"); flush != nullptr && *flush != '\0' && std::string(flush) != "0") {
     const char* prefix = env("SCR_PREFIX");
     std::string dir = std::string(prefix != nullptr && *prefix != '\0' ? prefix : ".") + "/.dlckpt";
-    Status s = ApplyOptions({"--persist-every", flush, "--persist", dir}, o, help, &next);
+    Status s = parser.Apply({"--persist-every", flush, "--persist", dir}, &o, help, nullptr);
     if (!s.ok()) return s.Prefixed("environment SCR_FLUSH");
   }
   // 2b. DLCKPT_<OPTION>.
@@ -649,7 +741,8 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
     const char* v = env(var.c_str());
     if (v == nullptr || *v == '\0') continue;
     std::vector<std::string> tokens;
-    if (FindFlagOption(option) != nullptr) {
+    const CLI::Option* opt = parser.Find(option);
+    if (opt != nullptr && OptionParser::IsFlag(*opt)) {
       std::string f = v;
       if (f == "1" || f == "true" || f == "yes") {
         tokens.push_back("--" + option);
@@ -659,13 +752,13 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
     } else {
       tokens = {"--" + option, v};
     }
-    Status s = ApplyOptions(tokens, o, help, &next);
+    Status s = parser.Apply(tokens, &o, help, nullptr);
     if (!s.ok()) return s.Prefixed("environment " + var);
   }
   // 3. The command line.
-  DLCKPT_RETURN_IF_ERROR(ApplyOptions(args, o, help, &next));
-  if (*help) return o;
-  for (; next < args.size(); ++next) o.program.push_back(args[next]);
+  DLCKPT_RETURN_IF_ERROR(parser.Apply(argv, &o, help, &program));
+  DLCKPT_RETURN_IF_ERROR(parser.EndOfSource());
+  o.program = std::move(program);
   if (!o.halt.empty()) {
     if (!o.program.empty()) return Status::InvalidArgument("--halt JOB runs nothing: give no program");
     return o;  // only the run directory matters

@@ -402,5 +402,153 @@ TEST(RunOptionsTest, MachineLimits) {
   EXPECT_GE(here.online_cpus, 1);
 }
 
+// An unknown option is refused with the closest known one, on the command
+// line and in the configuration file (there with FILE:LINE).
+TEST(RunOptionsTest, UnknownOptionsGetASuggestion) {
+  auto msg = [](std::vector<std::string> a) { return Parse(a).status().message(); };
+  std::string m = msg({"--node", "4", "--", "true"});
+  EXPECT_NE(m.find("unknown option --node; did you mean --nodes?"), std::string::npos) << m;
+  m = msg({"--nodes", "4", "--kep", "--", "true"});
+  EXPECT_NE(m.find("unknown option --kep; did you mean --keep?"), std::string::npos) << m;
+  m = msg({"--spraes=2", "--", "true"});
+  EXPECT_NE(m.find("did you mean --spares?"), std::string::npos) << m;
+  m = msg({"--persist-bandwith", "1M", "--", "true"});
+  EXPECT_NE(m.find("did you mean --persist-bandwidth?"), std::string::npos) << m;
+  m = msg({"--frobnicate", "--", "true"});
+  EXPECT_NE(m.find("unknown option --frobnicate"), std::string::npos) << m;
+  EXPECT_EQ(m.find("did you mean"), std::string::npos) << m;
+  // The unknown option is reported, not a bad value after it.
+  m = msg({"--kep", "--nodes", "x", "--", "true"});
+  EXPECT_NE(m.find("unknown option --kep"), std::string::npos) << m;
+  // The program's own options are not dlckpt-run's.
+  EXPECT_TRUE(Parse({"--", "./app", "--node", "4", "--help"}).ok());
+
+  auto config = ConfigTokens("site.conf", "nodes 4\n# the spares\nspraes = 2\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("site.conf:3: unknown option --spraes; did you mean --spares?"),
+            std::string::npos)
+      << config.status().message();
+  config = ConfigTokens("site.conf", "kep\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("site.conf:1: unknown option --kep; did you mean --keep?"),
+            std::string::npos)
+      << config.status().message();
+}
+
+// The forms of the command line the tests, the benchmarks and the documents
+// use keep their meaning.
+TEST(RunOptionsTest, CommandLineForms) {
+  // The program after "--", or from the first word that is not an option's value.
+  auto o = Parse({"--nodes", "3", "-v", "./app", "--nodes", "9", "--", "x"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->nodes, 3);
+  EXPECT_TRUE(o->verbose);
+  EXPECT_EQ(o->program, (std::vector<std::string>{"./app", "--nodes", "9", "--", "x"}));
+  // Values that look like options are values; "--name=value" works too.
+  o = Parse({"--mpiexec-args", "-genv X 1", "--srun-args=--time=5", "--nodes=4", "--job", "j-1", "--", "a"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->mpiexec_args, (std::vector<std::string>{"-genv", "X", "1"}));
+  EXPECT_EQ(o->srun_args, (std::vector<std::string>{"--time=5"}));
+  EXPECT_EQ(o->nodes, 4);
+  // A later value wins; --mpiexec-args add up.
+  o = Parse({"--nodes", "3", "--nodes", "4", "--mpiexec-args", "-a", "--mpiexec-args", "-b c", "--", "a"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->nodes, 4);
+  EXPECT_EQ(o->mpiexec_args, (std::vector<std::string>{"-a", "-b", "c"}));
+  // --halt JOB runs nothing.
+  o = Parse({"--halt", "myjob", "--run-dir", "/tmp/x"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->halt, "myjob");
+  EXPECT_FALSE(Parse({"--halt", "myjob", "--", "a"}).ok());
+  // Help, short or long, anywhere among the options.
+  bool help = false;
+  EXPECT_TRUE(Parse({"-h"}, &help).ok());
+  EXPECT_TRUE(help);
+  help = false;
+  EXPECT_TRUE(Parse({"--nodes", "2", "--help", "--", "a"}, &help).ok());
+  EXPECT_TRUE(help);
+  help = false;
+  EXPECT_TRUE(Parse({"--", "a", "--help"}, &help).ok());
+  EXPECT_FALSE(help);
+  // A missing value is named.
+  EXPECT_EQ(Parse({"--nodes"}).status().message(), "--nodes needs a value");
+}
+
+// The help documents every option (and its variable's scheme and the
+// configuration file).
+TEST(RunOptionsTest, HelpNamesEveryOption) {
+  const std::string help = Usage();
+  EXPECT_EQ(help.rfind("usage: dlckpt-run [OPTIONS] -- PROGRAM [ARGS...]\n", 0), 0u) << help;
+  for (const char* option :
+       {"--nodes N", "--ranks-per-node R", "--spares S", "--group-size G", "--spares-per-group K", "--scheme xor|rs",
+        "--parity spares|spread|auto", "--on-spares-exhausted continue|halt", "--capacity SIZE", "--max-files N",
+        "--compress none|lz4", "--encode sync|async", "--codec-nice N", "--hosts H1,H2,...", "--launcher mpiexec|srun",
+        "--srun PATH", "--srun-args \"ARGS\"", "--launcher-exec PATH", "--mpiexec-args \"ARGS\"",
+        "--kill-command CMD", "--persist DIR", "--persist-every N", "--persist-keep K", "--persist-bandwidth R",
+        "--restart-from DIR", "--halt-seconds S", "--kill-node N1[,N2] --at WHEN", "--poweroff-node N1[,N2] --at WHEN",
+        "--crash-rank R1[,R2] --at WHEN", "--at WHEN", "--mtbf SECONDS", "--weibull-shape K", "--max-failures N",
+        "--seed S", "--heartbeat-timeout S", "--heartbeat-address A", "--max-recoveries M", "--timeout SECONDS",
+        "--job ID", "--run-dir DIR", "--codec PATH", "--mpiexec PATH", "--preload", "--keep", "--resume",
+        "--oversubscribe", "--term-grace SECONDS", "-v,--verbose", "--config FILE", "--halt JOB", "-h,--help"}) {
+    EXPECT_NE(help.find(std::string("\n  ") + option), std::string::npos) << option;
+  }
+  for (const auto& [var, option] : EnvOptions()) {
+    const std::string name = "--" + option;
+    EXPECT_TRUE(help.find("\n  " + name) != std::string::npos || help.find("," + name) != std::string::npos) << var;
+  }
+  for (const char* text : {"DLCKPT_STORE_CAPACITY", "DLCKPT_<OPTION>", "configuration\nfile", "SCR_FLUSH",
+                           "$DLCKPT_CONFIG", "2 for bad options", "layout:", "control:"}) {
+    EXPECT_NE(help.find(text), std::string::npos) << text;
+  }
+}
+
+// Where a value comes from, lowest precedence first: the configuration file,
+// the environment, the command line; flags and kills add up.
+TEST(RunOptionsTest, PrecedenceOfTheSources) {
+  char path[] = "/tmp/dlckpt_run_options_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "nodes = 3\nspares 2\nencode async\nkeep\nkill-node vn1\nat checkpoint:2\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  std::map<std::string, std::string> vars = {{"DLCKPT_CONFIG", path}};
+  EnvFn env = [&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  bool help = false;
+  auto o = ParseOptions({"--", "app"}, &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->nodes, 3);  // the file over the default
+  EXPECT_EQ(o->encode, "async");
+  vars["DLCKPT_NODES"] = "4";
+  vars["DLCKPT_KEEP"] = "0";  // a flag's 0 adds nothing, and takes nothing away
+  o = ParseOptions({"--", "app"}, &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->nodes, 4);  // the environment over the file
+  EXPECT_EQ(o->spares, 2);
+  EXPECT_TRUE(o->keep);
+  o = ParseOptions({"--nodes", "5", "--encode=sync", "--kill-node", "vn2", "--at", "time:3", "--", "app"}, &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->nodes, 5);  // the command line over both
+  EXPECT_EQ(o->encode, "sync");
+  ASSERT_EQ(o->kills.size(), 2u);  // the file's kill and the command line's
+  EXPECT_EQ(o->kills[0].nodes, (std::vector<std::string>{"vn1"}));
+  EXPECT_EQ(o->kills[1].nodes, (std::vector<std::string>{"vn2"}));
+  // A typo in the file names the file, the line and the closest option.
+  const std::string typo = "nodes 3\nencdoe async\n";
+  fd = open(path, O_WRONLY | O_TRUNC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, typo.data(), typo.size()), static_cast<ssize_t>(typo.size()));
+  close(fd);
+  o = ParseOptions({"--", "app"}, &help, env);
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("configuration file " + std::string(path) +
+                                      ":2: unknown option --encdoe; did you mean --encode?"),
+            std::string::npos)
+      << o.status().message();
+  unlink(path);
+}
+
 }  // namespace
 }  // namespace dlckpt::run

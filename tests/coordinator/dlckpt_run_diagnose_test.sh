@@ -9,6 +9,8 @@
 #              no recovery;
 #   notdone    --at checkpoint:99 on a shorter run: the summary names the kill
 #              that never happened; a planned kill explains Hydra's banner.
+#   usage      an unknown option gets the closest known one and
+#              exit 2; --help (exit 0) documents the options.
 #   progress   (item 12) commits, encodes and a rebuild report their progress
 #              (DLCKPT_PROGRESS_AFTER=0 instead of 2 s, so that short ones do):
 #              one line per step, ending with the whole length.
@@ -95,6 +97,27 @@ config)
   rm -f "$conf"
   [ $rc = 2 ] || fail "an unknown option in the file: exit $rc, expected 2"
   grep -q "configuration file $conf:2: unknown option --bogus" "$out" || fail "the error does not name the file and line"
+  ;;
+usage)
+  run --node 4 -- true
+  rc=$?
+  [ $rc = 2 ] || fail "--node: exit $rc, expected 2"
+  grep -q "unknown option --node; did you mean --nodes?" "$out" || fail "no suggestion for --node"
+  conf=$(mktemp)
+  printf 'nodes 2\nspraes 1\n' >"$conf"
+  run --config "$conf" -- true
+  rc=$?
+  rm -f "$conf"
+  [ $rc = 2 ] || fail "a typo in the file: exit $rc, expected 2"
+  grep -q "configuration file $conf:2: unknown option --spraes; did you mean --spares?" "$out" ||
+    fail "no suggestion with FILE:LINE for the file's typo"
+  "$bin/dlckpt-run" --help >"$out" 2>&1
+  rc=$?
+  [ $rc = 0 ] || fail "--help: exit $rc"
+  for o in "--nodes N" "--kill-node N1\[,N2\] --at WHEN" "--mpiexec-args \"ARGS\"" "--halt JOB" "-v,--verbose"; do
+    grep -q -- "^  $o" "$out" || fail "--help does not document $o"
+  done
+  grep -q "DLCKPT_STORE_CAPACITY" "$out" || fail "--help does not name the variables"
   ;;
 progress)
   DLCKPT_PROGRESS_AFTER=0 run --nodes 4 --spares 2 --group-size 2 --kill-node vn1 --at checkpoint:2 -- \

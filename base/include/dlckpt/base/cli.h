@@ -23,9 +23,17 @@ namespace dlckpt::cli {
 // its length. "" when none is close enough.
 std::string Suggest(const CLI::App& app, std::string_view word);
 
+// EINVAL "unknown option WORD", with "; did you mean --x?" when Suggest has
+// one.
+Status UnknownOption(const CLI::App& app, std::string_view word);
+
 // Parses `args` (without the program name, in order). Returns OK, or EINVAL
-// with a message for the user: CLI11's, with "; did you mean --x?" added for
-// an unknown option. --help (when the app has it) returns OK and sets *help.
+// with a message for the user: CLI11's, or UnknownOption's for an unknown
+// option. --help (when the app has it) returns OK and sets *help. With
+// app.prefix_command(), what follows the options ("--" and the words after it,
+// or the first word that is not an option's value and the words after it) is
+// left in app.remaining() for the caller, and an option CLI11 does not know
+// before it is an error.
 Status ParseArgs(CLI::App& app, const std::vector<std::string>& args, bool* help = nullptr);
 
 // For a tool's main: parses argv. Returns std::nullopt when the tool should

@@ -32,6 +32,18 @@ std::vector<std::string> Names(const CLI::App& app) {
   return names;
 }
 
+// "unknown option W", with the closest option of the innermost subcommand
+// given, else of its parents.
+std::string UnknownOption(const CLI::App& app, const std::string& word) {
+  const CLI::App* innermost = &app;
+  while (!innermost->get_subcommands().empty()) innermost = innermost->get_subcommands().front();
+  std::string what = "unknown option " + word;
+  for (const CLI::App* a = innermost; a != nullptr; a = a->get_parent()) {
+    if (const std::string s = Suggest(*a, word); !s.empty()) return what + "; did you mean " + s + "?";
+  }
+  return what;
+}
+
 // The first unknown option in what CLI11 left over, "" if none.
 std::string FirstUnknown(const std::vector<std::string>& rest) {
   for (const std::string& r : rest) {
@@ -77,22 +89,15 @@ Status ParseArgs(CLI::App& app, const std::vector<std::string>& args, bool* help
     if (help != nullptr) *help = true;
     return Status::OK();
   } catch (const CLI::ExtrasError& e) {
-    std::string what = e.what();
-    const std::string unknown = FirstUnknown(app.remaining());
-    if (!unknown.empty()) {
-      what = "unknown option " + unknown;
-      if (const std::string s = Suggest(app, unknown); !s.empty()) what += "; did you mean " + s + "?";
-    }
-    return Status::Error(EINVAL, what);
+    const std::string unknown = FirstUnknown(app.remaining(true));
+    return Status::Error(EINVAL, unknown.empty() ? std::string(e.what()) : UnknownOption(app, unknown));
   } catch (const CLI::ParseError& e) {
     return Status::Error(EINVAL, e.what());
   }
   // With allow_extras, unknown options land in remaining() without an error.
   if (app.get_allow_extras()) {
-    if (const std::string unknown = FirstUnknown(app.remaining()); !unknown.empty()) {
-      std::string what = "unknown option " + unknown;
-      if (const std::string s = Suggest(app, unknown); !s.empty()) what += "; did you mean " + s + "?";
-      return Status::Error(EINVAL, what);
+    if (const std::string unknown = FirstUnknown(app.remaining(true)); !unknown.empty()) {
+      return Status::Error(EINVAL, UnknownOption(app, unknown));
     }
   }
   return Status::OK();

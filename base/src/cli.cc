@@ -130,8 +130,13 @@ std::string Suggest(const CLI::App& app, std::string_view word) {
 }
 
 Status UnknownOption(const CLI::App& app, std::string_view word) {
+  // The closest option of the innermost subcommand given, else of its parents.
+  const CLI::App* innermost = &app;
+  while (!innermost->get_subcommands().empty()) innermost = innermost->get_subcommands().front();
   std::string what = "unknown option " + std::string(word);
-  if (const std::string s = Suggest(app, word); !s.empty()) what += "; did you mean " + s + "?";
+  for (const CLI::App* a = innermost; a != nullptr; a = a->get_parent()) {
+    if (const std::string s = Suggest(*a, word); !s.empty()) return Status::Error(EINVAL, what + "; did you mean " + s + "?");
+  }
   return Status::Error(EINVAL, what);
 }
 
@@ -147,7 +152,7 @@ Status ParseArgs(CLI::App& app, const std::vector<std::string>& args, bool* help
     if (help != nullptr) *help = true;
     return Status::OK();
   } catch (const CLI::ExtrasError& e) {
-    const std::string unknown = FirstUnknown(app.remaining());
+    const std::string unknown = FirstUnknown(app.remaining(true));
     return unknown.empty() ? Status::Error(EINVAL, e.what()) : UnknownOption(app, unknown);
   } catch (const CLI::ParseError& e) {
     return Status::Error(EINVAL, e.what());
@@ -155,7 +160,7 @@ Status ParseArgs(CLI::App& app, const std::vector<std::string>& args, bool* help
   // With prefix_command, the leftovers are the caller's from the first word
   // that is not an unknown option on; with allow_extras, unknown options land
   // in remaining() without an error.
-  const std::vector<std::string> rest = app.remaining();
+  const std::vector<std::string> rest = app.remaining(true);
   if (app.get_prefix_command()) {
     if (!rest.empty() && IsOption(rest.front())) return UnknownOption(app, rest.front());
   } else if (app.get_allow_extras()) {

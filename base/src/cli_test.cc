@@ -39,6 +39,23 @@ TEST(CliTest, UnknownOptionGetsTheClosestOne) {
   EXPECT_NE(st.message().find("did you mean --scheme?"), std::string::npos) << st.message();
 }
 
+TEST(CliTest, UnknownOptionOfASubcommandGetsItsClosestOne) {
+  CLI::App app{"a tool with commands", "dlckpt-test"};
+  int nodes = 0;
+  std::string mount;
+  app.add_option("--nodes", nodes);
+  CLI::App* run = app.add_subcommand("run");
+  run->add_option("--mount", mount);
+  Status st = ParseArgs(app, {"run", "--mout", "/m"});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("unknown option --mout; did you mean --mount?"), std::string::npos) << st.message();
+  CLI::App with_parent{"", "dlckpt-test"};
+  with_parent.add_option("--nodes", nodes);
+  with_parent.add_subcommand("run")->fallthrough();
+  st = ParseArgs(with_parent, {"run", "--node", "3"});
+  EXPECT_NE(st.message().find("did you mean --nodes?"), std::string::npos) << st.message();
+}
+
 TEST(CliTest, NothingCloseSuggestsNothing) {
   Tool t;
   EXPECT_EQ(Suggest(t.app, "--bandwidth"), "");

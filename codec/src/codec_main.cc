@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "codec_service.h"
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/node.h"
+#include "dlckpt/base/strings.h"
 #include "dlckpt/control/heartbeat.h"
 #include "dlckpt/base/units.h"
 #include "dlckpt/base/version.h"
@@ -80,81 +82,62 @@ int Usage(const std::string& why) {
 int main(int argc, char** argv) {
   if (dlckpt_version_requested(argc, argv)) return 0;
   dlckpt::codec::ServiceConfig cfg;
-  if (const char* j = std::getenv("DLCKPT_JOB")) cfg.job = j;
   std::string scheme, mode = "service";
   uint64_t epoch = 0;
   std::vector<std::string> lost;
   int nice_level = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (a == "--cleanup-on-shutdown") {
-      cfg.cleanup_on_shutdown = true;
-      continue;
-    }
-    if (i + 1 >= argc) return Usage(a + " needs a value");
-    std::string v = argv[++i];
-    auto number = [&](long lo, long hi, long* out) {
+  CLI::App app{"", "dlckpt-codec"};
+  app.formatter_fn([](const CLI::App*, const std::string&, CLI::AppFormatMode) { return std::string(kUsage); });
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  auto bad = [](const std::string& why) { throw CLI::ValidationError(why); };
+  // An integer option in [lo, hi]; `why` is the error's text before the value.
+  auto number = [&](const char* name, long lo, long hi, const std::string& why, auto store) {
+    app.add_option_function<std::string>(name, [=](const std::string& v) {
       char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < lo || n > hi) return false;
-      *out = n;
-      return true;
-    };
-    long n = 0;
-    if (a == "--mode") {
-      if (v != "service" && v != "encode" && v != "recover") return Usage("--mode: service, encode or recover");
-      mode = v;
-    } else if (a == "--epoch") {
-      if (!number(1, 1L << 62, &n)) return Usage("--epoch: bad value " + v);
-      epoch = static_cast<uint64_t>(n);
-    } else if (a == "--lost") {
-      size_t start = 0;
-      while (start <= v.size()) {
-        size_t comma = v.find(',', start);
-        std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!item.empty()) lost.push_back(item);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    } else if (a == "--rendezvous") {
-      cfg.rendezvous = v;
-    } else if (a == "--job") {
-      cfg.job = v;
-    } else if (a == "--group-size") {
-      if (!number(1, 1 << 20, &n)) return Usage("--group-size: bad value " + v);
-      cfg.group_size = static_cast<int>(n);
-    } else if (a == "--spares-per-group") {
-      if (!number(1, 32, &n)) return Usage("--spares-per-group: bad value " + v);
-      cfg.spares_per_group = static_cast<int>(n);
-    } else if (a == "--parity") {
-      auto mode_or = dlckpt::codec::ParseParityMode(v);
-      if (!mode_or.ok()) return Usage("--parity: " + mode_or.status().message());
-      cfg.parity = *mode_or;
-    } else if (a == "--scheme") {
-      scheme = v;
-    } else if (a == "--generation") {
-      if (!number(1, 1L << 40, &n)) return Usage("--generation: bad value " + v);
-      cfg.generation = static_cast<uint64_t>(n);
-    } else if (a == "--host") {
-      cfg.rendezvous_host = v;
-    } else if (a == "--port") {
-      if (!number(0, 65535, &n)) return Usage("--port: bad value " + v);
-      cfg.port = static_cast<int>(n);
-    } else if (a == "--nice") {
-      if (!number(0, 19, &n)) return Usage("--nice: want 0 to 19, not " + v);
-      nice_level = static_cast<int>(n);
-    } else if (a == "--chunk") {
-      auto s = dlckpt::ParseSize(v);
-      if (!s.ok()) return Usage(s.status().message());
-      cfg.transport.chunk_bytes = *s;
-    } else {
-      return Usage("unknown option " + a);
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < lo || n > hi) bad(why + v);
+      store(n);
+    });
+  };
+  app.add_option_function<std::string>("--mode", [&](const std::string& v) {
+    if (v != "service" && v != "encode" && v != "recover") bad("--mode: service, encode or recover");
+    mode = v;
+  });
+  number("--epoch", 1, 1L << 62, "--epoch: bad value ", [&](long n) { epoch = static_cast<uint64_t>(n); });
+  app.add_option_function<std::string>("--lost", [&](const std::string& v) {
+    for (std::string_view item : dlckpt::Split(v, ',')) {
+      if (!item.empty()) lost.emplace_back(item);
     }
+  })->trigger_on_parse();  // each --lost adds its nodes
+  app.add_option("--rendezvous", cfg.rendezvous);
+  app.add_option("--job", cfg.job)->envname("DLCKPT_JOB");
+  number("--group-size", 1, 1 << 20, "--group-size: bad value ", [&](long n) { cfg.group_size = static_cast<int>(n); });
+  number("--spares-per-group", 1, 32, "--spares-per-group: bad value ",
+         [&](long n) { cfg.spares_per_group = static_cast<int>(n); });
+  app.add_option_function<std::string>("--parity", [&](const std::string& v) {
+    auto parity = dlckpt::codec::ParseParityMode(v);
+    if (!parity.ok()) bad("--parity: " + parity.status().message());
+    cfg.parity = *parity;
+  });
+  app.add_option("--scheme", scheme);
+  number("--generation", 1, 1L << 40, "--generation: bad value ",
+         [&](long n) { cfg.generation = static_cast<uint64_t>(n); });
+  app.add_option("--host", cfg.rendezvous_host);
+  number("--port", 0, 65535, "--port: bad value ", [&](long n) { cfg.port = static_cast<int>(n); });
+  number("--nice", 0, 19, "--nice: want 0 to 19, not ", [&](long n) { nice_level = static_cast<int>(n); });
+  app.add_option_function<std::string>("--chunk", [&](const std::string& v) {
+    auto size = dlckpt::ParseSize(v);
+    if (!size.ok()) bad(size.status().message());
+    cfg.transport.chunk_bytes = *size;
+  });
+  app.add_flag("--cleanup-on-shutdown", cfg.cleanup_on_shutdown);
+  bool help = false;
+  const dlckpt::Status parsed = dlckpt::cli::ParseArgs(app, std::vector<std::string>(argv + 1, argv + argc), &help);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
+  if (!parsed.ok()) return Usage(parsed.message());
   if (mode == "service" && cfg.rendezvous.empty()) return Usage("--rendezvous PATH is required");
   if (mode == "encode" && epoch == 0) return Usage("--mode encode needs --epoch E");
   if (mode == "recover" && lost.empty()) return Usage("--mode recover needs --lost NODE[,NODE]");

@@ -18,12 +18,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/node.h"
 #include "dlckpt/base/version.h"
@@ -77,7 +79,7 @@ int Fail(const Status& s) {
 double WallSeconds() { return static_cast<double>(Env::Default()->WallNanos()) / 1e9; }
 int64_t Mono() { return Env::Default()->NowNanos(); }
 
-// Options as "--name value" pairs after the command.
+// A command's options ("--name VALUE"), by name without the dashes.
 struct Args {
   std::map<std::string, std::string> kv;
   std::string Get(const std::string& k, const std::string& def = "") const {
@@ -87,16 +89,12 @@ struct Args {
   bool Has(const std::string& k) const { return kv.count(k) != 0; }
 };
 
-Status ParseArgs(int argc, char** argv, const std::set<std::string>& allowed, Args* out) {
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0 || !allowed.count(a.substr(2))) {
-      return Status::InvalidArgument("unknown option '" + a + "'");
-    }
-    if (i + 1 >= argc) return Status::InvalidArgument(a + " needs a value");
-    out->kv[a.substr(2)] = argv[++i];
+// Declares `names` as the options of `command`, each kept in `out` when given.
+void AddOptions(CLI::App* command, std::initializer_list<const char*> names, Args* out) {
+  for (const char* name : names) {
+    const std::string key = name;
+    command->add_option_function<std::string>("--" + key, [out, key](const std::string& v) { out->kv[key] = v; });
   }
-  return Status::OK();
 }
 
 Status ToLong(const Args& a, const std::string& k, long lo, long hi, long def, long* out) {
@@ -178,11 +176,9 @@ int CmdKey() {
   return 0;
 }
 
-int CmdSend(int argc, char** argv) {
+int CmdSend(const Args& a) {
   sigset_t stop = BlockStopSignals();
-  Args a;
-  Status s = ParseArgs(argc, argv, {"job", "node", "generation", "to", "key-file", "period-ms", "seconds"}, &a);
-  if (!s.ok()) return Usage(s.message());
+  Status s;
   if (!a.Has("job") || !a.Has("generation")) return Usage("send: --job and --generation are required");
   long gen = 0, seconds = 0;
   if (!(s = ToLong(a, "generation", 0, 1L << 62, 0, &gen)).ok()) return Usage(s.message());
@@ -234,14 +230,9 @@ void PrintStats(const hb::Monitor::Stats& s) {
               s.unknown_node, s.replayed, s.receive_errors, static_cast<double>(s.receiver_cpu_ns) / 1e6);
 }
 
-int CmdMonitor(int argc, char** argv) {
+int CmdMonitor(const Args& a) {
   sigset_t stop = BlockStopSignals();
-  Args a;
-  Status s = ParseArgs(argc, argv,
-                       {"job", "nodes", "generation", "key-file", "bind", "port", "port-file", "timeout-ms",
-                        "startup-timeout-ms", "seconds"},
-                       &a);
-  if (!s.ok()) return Usage(s.message());
+  Status s;
   if (!a.Has("job") || !a.Has("nodes")) return Usage("monitor: --job and --nodes are required");
   long gen = 0, port = 0, timeout = 0, startup = 0, seconds = 0;
   if (!(s = ToLong(a, "generation", 0, 1L << 62, 1, &gen)).ok() ||
@@ -310,10 +301,8 @@ int CmdMonitor(int argc, char** argv) {
 
 // ---- bench ----------------------------------------------------------------------------
 
-int CmdBench(int argc, char** argv) {
-  Args a;
-  Status s = ParseArgs(argc, argv, {"nodes", "period-ms", "timeout-ms", "seconds", "threads"}, &a);
-  if (!s.ok()) return Usage(s.message());
+int CmdBench(const Args& a) {
+  Status s;
   long nodes = 0, period = 0, timeout = 0, seconds = 0, threads = 0;
   if (!(s = ToLong(a, "nodes", 1, 1000000, 10000, &nodes)).ok() ||
       !(s = ToLong(a, "period-ms", 10, 60000, hb::kDefaultPeriodMs, &period)).ok() ||
@@ -459,17 +448,36 @@ int CmdBench(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (dlckpt_version_requested(argc, argv)) return 0;
-  if (argc < 2) return Usage("no command");
-  std::string cmd = argv[1];
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
+  CLI::App app{"", "dlckpt-heartbeat"};
+  app.formatter_fn([](const CLI::App*, const std::string&, CLI::AppFormatMode) { return std::string(kUsage); });
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(0, 1);
+  std::vector<std::string> unknown_command;
+  app.add_option("COMMAND", unknown_command);
+  Args a;
+  CLI::App* key = app.add_subcommand("key");
+  key->allow_extras();  // anything after it is refused below
+  CLI::App* send = app.add_subcommand("send");
+  AddOptions(send, {"job", "node", "generation", "to", "key-file", "period-ms", "seconds"}, &a);
+  CLI::App* monitor = app.add_subcommand("monitor");
+  AddOptions(monitor,
+             {"job", "nodes", "generation", "key-file", "bind", "port", "port-file", "timeout-ms",
+              "startup-timeout-ms", "seconds"},
+             &a);
+  CLI::App* bench = app.add_subcommand("bench");
+  AddOptions(bench, {"nodes", "period-ms", "timeout-ms", "seconds", "threads"}, &a);
+  bool help = false;
+  const Status parsed = dlckpt::cli::ParseArgs(app, std::vector<std::string>(argv + 1, argv + argc), &help);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
-  if (cmd == "key") return argc == 2 ? CmdKey() : Usage("key takes no options");
-  if (cmd == "send") return CmdSend(argc, argv);
-  if (cmd == "monitor") return CmdMonitor(argc, argv);
-  if (cmd == "bench") return CmdBench(argc, argv);
-  return Usage("unknown command '" + cmd + "'");
+  if (argc < 2) return Usage("no command");
+  if (!unknown_command.empty()) return Usage("unknown command '" + unknown_command[0] + "'");
+  if (!parsed.ok()) return Usage(parsed.message());
+  if (key->parsed()) return key->remaining().empty() ? CmdKey() : Usage("key takes no options");
+  if (send->parsed()) return CmdSend(a);
+  if (monitor->parsed()) return CmdMonitor(a);
+  if (bench->parsed()) return CmdBench(a);
+  return Usage("no command");
 }

@@ -4,6 +4,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/node.h"
 #include "dlckpt/base/version.h"
 #include "dlckpt/fuse/control.h"
@@ -91,11 +93,6 @@ Exit status: 0 on success, 1 if the command failed (the message names the
 mount, rank or node and the cause), 2 on bad usage; run: COMMAND's status.
 )";
 
-int Usage(const std::string& why) {
-  std::fprintf(stderr, "dlckpt-ctl: %s\n(try dlckpt-ctl --help)\n", why.c_str());
-  return 2;
-}
-
 int Checkpoint(const std::string& mount) {
   auto e = MountControl(mount).Trigger();
   if (!e.ok()) {
@@ -140,11 +137,6 @@ struct JobArgs {
   RunOptions run;
 };
 
-std::string EnvOr(const char* name, const std::string& dflt) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : dflt;
-}
-
 bool Seconds(const std::string& text, int* ms) {
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
@@ -163,73 +155,69 @@ std::string FusePath() {
   return "dlckpt-fuse";
 }
 
-// Parses the options of checkpoint-all (run = false) or run; "" on success,
-// else the usage error.
-std::string ParseJobArgs(int argc, char** argv, bool run, JobArgs* a) {
-  a->mount = EnvOr("DLCKPT_MOUNT", "");
-  a->job.rendezvous = EnvOr("DLCKPT_RENDEZVOUS", "");
-  if (!Seconds(EnvOr("DLCKPT_RENDEZVOUS_TIMEOUT", "60"), &a->job.rendezvous_timeout_ms)) {
-    return "bad DLCKPT_RENDEZVOUS_TIMEOUT";
-  }
-  if (!Seconds(EnvOr("DLCKPT_ENCODE_TIMEOUT", "3600"), &a->job.encode_timeout_ms)) {
-    return "bad DLCKPT_ENCODE_TIMEOUT";
-  }
-  a->run.job = EnvOr("DLCKPT_JOB", "");
-  a->run.fuse_path = FusePath();
-  int i = 2;
-  for (; i < argc; ++i) {
-    std::string o = argv[i];
-    if (run && o == "--") {
-      ++i;
-      break;
+// The options of checkpoint-all (run = false) or run, bound to `a`; each
+// variable named in the help is the option's default when set and not empty.
+struct JobCommand {
+  CLI::App* app;
+  JobArgs a;
+  std::string rendezvous_timeout = "60";
+  std::string encode_timeout = "3600";
+  std::string mount_timeout;
+  std::vector<std::string> stray;  // arguments before `--` that are no option
+  bool run;
+
+  JobCommand(CLI::App& parent, const char* name, bool is_run) : app(parent.add_subcommand(name)), run(is_run) {
+    a.run.fuse_path = FusePath();
+    app->add_option("--mount", a.mount)->envname("DLCKPT_MOUNT");
+    app->add_option("--rendezvous", a.job.rendezvous)->envname("DLCKPT_RENDEZVOUS");
+    app->add_flag("--no-codec", a.job.no_codec);
+    app->add_flag("--allow-mismatch", a.job.allow_mismatch);
+    app->add_option("--rendezvous-timeout", rendezvous_timeout)->envname("DLCKPT_RENDEZVOUS_TIMEOUT");
+    app->add_option("--encode-timeout", encode_timeout)->envname("DLCKPT_ENCODE_TIMEOUT");
+    app->add_option("ARGUMENT", stray);
+    if (!run) return;
+    app->add_option("--job", a.run.job)->envname("DLCKPT_JOB");
+    // dlckpt-fuse's arguments, in the order given.
+    for (const char* geometry : {"--capacity", "--block-size", "--max-files"}) {
+      app->add_option_function<std::string>(geometry, [this, geometry](const std::string& v) {
+           a.run.fuse_args.insert(a.run.fuse_args.end(), {geometry, v});
+         })->trigger_on_parse();
     }
-    if (o == "--no-codec") {
-      a->job.no_codec = true;
-      continue;
-    }
-    if (o == "--allow-mismatch") {
-      a->job.allow_mismatch = true;
-      continue;
-    }
-    if (o.rfind("--", 0) != 0) return "unexpected argument '" + o + "'" + (run ? " (put COMMAND after --)" : "");
-    if (i + 1 >= argc) return o + " needs a value";
-    std::string v = argv[++i];
-    if (o == "--mount") {
-      a->mount = v;
-    } else if (o == "--rendezvous") {
-      a->job.rendezvous = v;
-    } else if (o == "--rendezvous-timeout") {
-      if (!Seconds(v, &a->job.rendezvous_timeout_ms)) return "bad " + o + " '" + v + "'";
-    } else if (o == "--encode-timeout") {
-      if (!Seconds(v, &a->job.encode_timeout_ms)) return "bad " + o + " '" + v + "'";
-    } else if (run && o == "--job") {
-      a->run.job = v;
-    } else if (run && (o == "--capacity" || o == "--block-size" || o == "--max-files")) {
-      a->run.fuse_args.insert(a->run.fuse_args.end(), {o, v});
-    } else if (run && o == "--fuse-option") {
-      a->run.fuse_args.push_back(v);
-    } else if (run && o == "--fuse") {
-      a->run.fuse_path = v;
-    } else if (run && o == "--mount-timeout") {
-      if (!Seconds(v, &a->run.mount_timeout_ms)) return "bad " + o + " '" + v + "'";
-    } else {
-      return "unknown option " + o;
-    }
+    app->add_option_function<std::string>("--fuse-option", [this](const std::string& v) {
+         a.run.fuse_args.push_back(v);
+       })->trigger_on_parse();
+    app->add_option("--fuse", a.run.fuse_path);
+    app->add_option("--mount-timeout", mount_timeout);
   }
-  if (a->mount.empty()) return "no mount point: give --mount PATTERN (or set DLCKPT_MOUNT)";
-  if (a->job.rendezvous.empty() && !a->job.no_codec) {
-    return "no codec service: give --rendezvous PATH (or set DLCKPT_RENDEZVOUS; dlckpt-run does), "
-           "or --no-codec for epochs without parity";
+
+  // The checks once parsed, with `command` (what followed `--`, for run);
+  // "" when fine, else the usage error.
+  std::string Check(std::vector<std::string> command) {
+    if (!stray.empty()) return "unexpected argument '" + stray[0] + "'" + (run ? " (put COMMAND after --)" : "");
+    if (!Seconds(rendezvous_timeout, &a.job.rendezvous_timeout_ms)) {
+      return "bad --rendezvous-timeout (or DLCKPT_RENDEZVOUS_TIMEOUT) '" + rendezvous_timeout + "'";
+    }
+    if (!Seconds(encode_timeout, &a.job.encode_timeout_ms)) {
+      return "bad --encode-timeout (or DLCKPT_ENCODE_TIMEOUT) '" + encode_timeout + "'";
+    }
+    if (!mount_timeout.empty() && !Seconds(mount_timeout, &a.run.mount_timeout_ms)) {
+      return "bad --mount-timeout '" + mount_timeout + "'";
+    }
+    if (a.mount.empty()) return "no mount point: give --mount PATTERN (or set DLCKPT_MOUNT)";
+    if (a.job.rendezvous.empty() && !a.job.no_codec) {
+      return "no codec service: give --rendezvous PATH (or set DLCKPT_RENDEZVOUS; dlckpt-run does), "
+             "or --no-codec for epochs without parity";
+    }
+    if (!a.job.rendezvous.empty() && a.job.no_codec) return "--no-codec and --rendezvous exclude each other";
+    if (run) {
+      a.run.command = std::move(command);
+      if (a.run.command.empty()) return "no COMMAND given after --";
+      a.run.mount_pattern = a.mount;
+      a.run.checkpoint = a.job;
+    }
+    return "";
   }
-  if (!a->job.rendezvous.empty() && a->job.no_codec) return "--no-codec and --rendezvous exclude each other";
-  if (run) {
-    for (; i < argc; ++i) a->run.command.emplace_back(argv[i]);
-    if (a->run.command.empty()) return "no COMMAND given after --";
-    a->run.mount_pattern = a->mount;
-    a->run.checkpoint = a->job;
-  }
-  return "";
-}
+};
 
 int CheckpointAll(const JobArgs& a) {
   MPI_Init(nullptr, nullptr);
@@ -267,21 +255,51 @@ int Run(const JobArgs& a) {
 
 int main(int argc, char** argv) {
   if (dlckpt_version_requested(argc, argv)) return 0;
-  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
-      std::fputs(kUsage, stdout);
-      return 0;
+  // run's COMMAND: everything after the first `--`, never parsed here.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> command;
+  if (!args.empty() && args[0] == "run") {
+    if (auto dashes = std::find(args.begin(), args.end(), "--"); dashes != args.end()) {
+      command.assign(dashes + 1, args.end());
+      args.erase(dashes, args.end());
     }
   }
-  if (argc < 2) return Usage("expected a COMMAND");
-  std::string cmd = argv[1];
-  if (cmd == "checkpoint-all" || cmd == "run") {
-    JobArgs a;
-    std::string bad = ParseJobArgs(argc, argv, cmd == "run", &a);
-    if (!bad.empty()) return Usage(cmd + ": " + bad);
-    return cmd == "run" ? Run(a) : CheckpointAll(a);
+  CLI::App app{"", "dlckpt-ctl"};
+  app.formatter_fn([](const CLI::App*, const std::string&, CLI::AppFormatMode) { return std::string(kUsage); });
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(0, 1);  // a later word is an argument, even if it names a command
+  std::vector<std::string> unknown_command;
+  app.add_option("COMMAND", unknown_command);
+  std::string mount;
+  std::vector<std::string> extra;
+  CLI::App* checkpoint = app.add_subcommand("checkpoint");
+  CLI::App* status = app.add_subcommand("status");
+  for (CLI::App* one : {checkpoint, status}) {
+    one->add_option("MOUNTPOINT", mount);
+    one->add_option("ARGUMENT", extra);
   }
-  if (cmd != "checkpoint" && cmd != "status") return Usage("unknown command '" + cmd + "'");
-  if (argc != 3) return Usage(cmd + ": expected MOUNTPOINT");
-  return cmd == "checkpoint" ? Checkpoint(argv[2]) : PrintStatus(argv[2]);
+  JobCommand all(app, "checkpoint-all", false);
+  JobCommand run(app, "run", true);
+  bool help = false;
+  const dlckpt::Status parsed = dlckpt::cli::ParseArgs(app, args, &help);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  auto usage = [](const std::string& why) {
+    std::fprintf(stderr, "dlckpt-ctl: %s\n(try dlckpt-ctl --help)\n", why.c_str());
+    return 2;
+  };
+  if (!unknown_command.empty()) return usage("unknown command '" + unknown_command[0] + "'");
+  if (!parsed.ok()) return usage(parsed.message());
+  for (JobCommand* job : {&all, &run}) {
+    if (!job->app->parsed()) continue;
+    const std::string bad = job->Check(command);
+    if (!bad.empty()) return usage(job->app->get_name() + ": " + bad);
+    return job->run ? Run(job->a) : CheckpointAll(job->a);
+  }
+  if (!checkpoint->parsed() && !status->parsed()) return usage("expected a COMMAND");
+  const std::string cmd = checkpoint->parsed() ? "checkpoint" : "status";
+  if (mount.empty() || !extra.empty()) return usage(cmd + ": expected MOUNTPOINT");
+  return checkpoint->parsed() ? Checkpoint(mount) : PrintStatus(mount);
 }

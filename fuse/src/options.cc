@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
 #include "dlckpt/base/strings.h"
@@ -241,44 +242,38 @@ Result<MountOptions> ParseMountArgs(int argc, const char* const* argv,
   };
   Parser p;
   std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "-h" || a == "--help") {
-      p.o.help = true;
-    } else if (a == "-V" || a == "--version") {
-      p.o.version = true;
-    } else if (a == "-f") {
-      p.o.foreground = true;
-    } else if (a == "-d") {
-      p.o.debug = true;
-      p.o.foreground = true;
-    } else if (a == "-s") {
-      p.o.single_thread = true;
-    } else if (a == "-o") {
-      if (i + 1 >= argc) return Status::InvalidArgument("option -o needs a value");
-      DLCKPT_RETURN_IF_ERROR(p.ApplyList(argv[++i]));
-    } else if (a.size() > 2 && a.substr(0, 2) == "-o") {
-      DLCKPT_RETURN_IF_ERROR(p.ApplyList(a.substr(2)));
-    } else if (a.size() > 2 && a.substr(0, 2) == "--") {
-      std::string_view name = a.substr(2);
-      std::string_view value;
-      size_t eq = name.find('=');
-      if (eq != std::string_view::npos) {
-        value = name.substr(eq + 1);
-        name = name.substr(0, eq);
-      } else {
-        if (i + 1 >= argc) {
-          return Status::InvalidArgument("option --" + std::string(name) + " needs a value");
-        }
-        value = argv[++i];
-      }
-      DLCKPT_RETURN_IF_ERROR(p.Apply(name, value));
-    } else if (a.size() > 1 && a[0] == '-') {
-      return Status::InvalidArgument("unknown option " + std::string(a));
-    } else {
-      positional.emplace_back(a);
-    }
+  // CLI11 tokenizes; each value is applied as it is met (trigger_on_parse),
+  // so a later --name or -o name= wins over an earlier one, and the first
+  // bad value is the error. The help text is MountUsage() (PrintMountHelp).
+  CLI::App app{"", "dlckpt-fuse"};
+  app.set_help_flag();
+  app.add_flag("-h,--help", p.o.help);
+  app.add_flag("-V,--version", p.o.version);
+  app.add_flag("-f", p.o.foreground);
+  app.add_flag("-d", p.o.debug);
+  app.add_flag("-s", p.o.single_thread);
+  auto apply = [&p](Status s) {
+    if (!s.ok()) throw CLI::ValidationError(s.message());
+  };
+  app.add_option_function<std::string>("-o", [&](const std::string& v) { apply(p.ApplyList(v)); })
+      ->trigger_on_parse();
+  struct Named {
+    const char* names;
+    const char* key;
+  };
+  for (const Named& n : {Named{"--store", "store"}, Named{"--job", "job"}, Named{"--node", "node"},
+                         Named{"--rank", "rank"}, Named{"--capacity", "capacity"},
+                         Named{"--block-size,--block_size", "block-size"}, Named{"--compress", "compress"},
+                         Named{"--checkpoint", "checkpoint"}, Named{"--coordinator", "coordinator"},
+                         Named{"--max-files,--max_files", "max-files"}}) {
+    const std::string key = n.key;
+    app.add_option_function<std::string>(n.names, [&, key](const std::string& v) { apply(p.Apply(key, v)); })
+        ->trigger_on_parse();
   }
+  app.add_option("MOUNTPOINT", positional);
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + std::max(argc, 1));
+  DLCKPT_RETURN_IF_ERROR(cli::ParseArgs(app, args));
+  if (p.o.debug) p.o.foreground = true;
   MountOptions& o = p.o;
   if (o.help || o.version) return std::move(o);
   if (!o.coordinator.empty()) {

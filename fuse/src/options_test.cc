@@ -146,8 +146,8 @@ TEST(MountArgs, BadInputNamesTheArgument) {
       {{"/mnt", "--job", "bad.job"}, "invalid job id 'bad.job'"},
       {{"/mnt", "--store", "s", "--frob", "1"}, "unknown option --frob"},
       {{"/mnt", "--store", "s", "-x"}, "unknown option -x"},
-      {{"/mnt", "--store"}, "--store needs a value"},
-      {{"/mnt", "--store", "s", "-o"}, "-o needs a value"},
+      {{"/mnt", "--store"}, "--store: 1 required"},
+      {{"/mnt", "--store", "s", "-o"}, "-o: 1 required"},
       {{"/mnt", "--store", "s", "-o", "capacity"}, "-o capacity needs =VALUE"},
       {{"/mnt", "--store", "s", "-o", "cache=none"}, "bad -o cache='none'"},
       {{"/mnt", "--store", "s", "--compress", "gzip"}, "bad compression 'gzip'"},
@@ -162,6 +162,25 @@ TEST(MountArgs, BadInputNamesTheArgument) {
   auto o = Parse({"/mnt", "--job", "j"}, &env);
   ASSERT_FALSE(o.ok());
   EXPECT_NE(o.status().message().find("$DLCKPT_RANK"), std::string::npos) << o.status().message();
+}
+
+TEST(MountArgs, TypoGetsTheClosestOption) {
+  auto o = Parse({"/mnt", "--store", "s", "--capacty", "1G"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), EINVAL);
+  EXPECT_NE(o.status().message().find("unknown option --capacty; did you mean --capacity?"), std::string::npos)
+      << o.status().message();
+}
+
+TEST(MountArgs, LaterValueWins) {
+  auto o = Parse({"/mnt", "--store", "s", "-o", "compress=lz4", "--compress", "none", "-fs"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->create.compression, memfs::Compression::kNone);
+  EXPECT_TRUE(o->foreground);
+  EXPECT_TRUE(o->single_thread);
+  o = Parse({"/mnt", "--store", "s", "--compress", "none", "-o", "compress=lz4"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->create.compression, memfs::Compression::kLz4);
 }
 
 TEST(MountArgs, CheckpointMode) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dlckpt/base/cli.h"
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/units.h"
@@ -273,97 +274,79 @@ int CmdCommit(const Args& a) {
 }  // namespace
 
 int Main(int argc, char** argv, std::string_view usage, std::span<const Command> extra) {
+  const Command first_level[] = {{"list", CmdList}, {"ls", CmdLs},         {"cat", CmdCat},
+                                 {"stat", CmdStat}, {"verify", CmdVerify}, {"rm", CmdRm},
+                                 {"create", CmdCreate}, {"put", CmdPut},   {"commit", CmdCommit}};
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const char* opt) -> Result<std::string> {
-      if (i + 1 >= argc) return Status::InvalidArgument(std::string(opt) + " needs a value");
-      return std::string(argv[++i]);
-    };
-    auto size_opt = [&](const char* opt, uint64_t* out) -> Status {
-      DLCKPT_ASSIGN_OR_RETURN(std::string v, value(opt));
-      DLCKPT_ASSIGN_OR_RETURN(*out, ParseSize(v));
-      return Status::OK();
-    };
-    Status st;
-    uint64_t v = 0;
-    if (arg == "-h" || arg == "--help") {
-      std::fwrite(usage.data(), 1, usage.size(), stdout);
-      return 0;
-    } else if (arg == "--epoch") {
-      st = size_opt("--epoch", &a.epoch);
-    } else if (arg == "--capacity") {
-      st = size_opt("--capacity", &a.create.capacity);
-    } else if (arg == "--block-size") {
-      st = size_opt("--block-size", &v);
-      a.create.block_size = static_cast<uint32_t>(v);
-      if (st.ok() && v > UINT32_MAX) st = Status::InvalidArgument("--block-size too large");
-    } else if (arg == "--max-files") {
-      st = size_opt("--max-files", &v);
-      a.create.max_files = static_cast<uint32_t>(v);
-      if (st.ok() && v > UINT32_MAX) st = Status::InvalidArgument("--max-files too large");
-    } else if (arg == "--job") {
-      auto r = value("--job");
-      st = r.status();
-      if (r.ok()) a.create.job = *r;
-    } else if (arg == "--node") {
-      auto r = value("--node");
-      st = r.status();
-      if (r.ok()) a.create.node = *r;
-    } else if (arg == "--rank") {
-      st = size_opt("--rank", &v);
-      a.create.rank = static_cast<int>(v);
-    } else if (arg == "--compress") {
-      auto r = value("--compress");
-      st = r.status();
-      if (r.ok()) {
-        auto c = ParseCompression(*r);
-        st = c.status();
-        if (c.ok()) a.create.compression = *c;
-      }
-    } else if (arg == "--threshold") {
-      auto r = value("--threshold");
-      st = r.status();
-      if (r.ok()) {
-        char* end = nullptr;
-        a.create.compress_threshold = std::strtod(r->c_str(), &end);
-        if (r->empty() || *end != '\0') st = Status::InvalidArgument("--threshold: '" + *r + "' is not a number");
-      }
-    } else if (arg == "--chunk-size") {
-      st = size_opt("--chunk-size", &v);
-      a.create.chunk_size = static_cast<uint32_t>(v);
-      if (st.ok() && v > UINT32_MAX) st = Status::InvalidArgument("--chunk-size too large");
-    } else if (arg == "--ranks") {
-      st = size_opt("--ranks", &a.ranks);
-      if (st.ok() && (a.ranks == 0 || a.ranks > (1u << 24))) st = Status::InvalidArgument("--ranks out of range");
-    } else if (arg == "--bandwidth") {
-      st = size_opt("--bandwidth", &a.bandwidth);
-    } else if (arg == "--no-ack") {
-      a.ack = false;
-    } else if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
-      return Usage("unknown option " + arg);
-    } else if (a.cmd.empty()) {
-      a.cmd = arg;
-    } else {
-      a.pos.push_back(arg);
+  // The options are the tool's, before or after the command (fallthrough);
+  // each command takes its positional arguments. The help is `usage`.
+  CLI::App app{"", "dlckpt-store"};
+  app.formatter_fn([usage](const CLI::App*, const std::string&, CLI::AppFormatMode) { return std::string(usage); });
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.require_subcommand(0, 1);  // a later word is an argument, even if it names a command
+  auto fail_on = [](const Status& s) {
+    if (!s.ok()) throw CLI::ValidationError(s.message());
+  };
+  // A size (K/M/G suffixes) no larger than `max`.
+  auto size = [&](const char* name, uint64_t max, auto store) {
+    app.add_option_function<std::string>(name, [name, max, store, fail_on](const std::string& v) {
+      Result<uint64_t> n = ParseSize(v);
+      fail_on(n.status());
+      if (*n > max) fail_on(Status::InvalidArgument(std::string(name) + " too large"));
+      store(*n);
+    });
+  };
+  size("--epoch", UINT64_MAX, [&a](uint64_t n) { a.epoch = n; });
+  size("--capacity", UINT64_MAX, [&a](uint64_t n) { a.create.capacity = n; });
+  size("--block-size", UINT32_MAX, [&a](uint64_t n) { a.create.block_size = static_cast<uint32_t>(n); });
+  size("--max-files", UINT32_MAX, [&a](uint64_t n) { a.create.max_files = static_cast<uint32_t>(n); });
+  size("--rank", UINT64_MAX, [&a](uint64_t n) { a.create.rank = static_cast<int>(n); });
+  size("--chunk-size", UINT32_MAX, [&a](uint64_t n) { a.create.chunk_size = static_cast<uint32_t>(n); });
+  size("--ranks", UINT64_MAX, [&a, fail_on](uint64_t n) {
+    if (n == 0 || n > (1u << 24)) fail_on(Status::InvalidArgument("--ranks out of range"));
+    a.ranks = n;
+  });
+  size("--bandwidth", UINT64_MAX, [&a](uint64_t n) { a.bandwidth = n; });
+  app.add_option("--job", a.create.job);
+  app.add_option("--node", a.create.node);
+  app.add_option_function<std::string>("--compress", [&a, fail_on](const std::string& v) {
+    Result<Compression> c = ParseCompression(v);
+    fail_on(c.status());
+    a.create.compression = *c;
+  });
+  app.add_option_function<std::string>("--threshold", [&a, fail_on](const std::string& v) {
+    char* end = nullptr;
+    a.create.compress_threshold = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0') fail_on(Status::InvalidArgument("--threshold: '" + v + "' is not a number"));
+  });
+  app.add_flag_callback("--no-ack", [&a] { a.ack = false; });
+  std::vector<std::string> unknown_command;
+  app.add_option("COMMAND", unknown_command);
+  std::vector<std::pair<CLI::App*, const Command*>> commands;
+  for (std::span<const Command> table : {std::span<const Command>(first_level), extra}) {
+    for (const Command& c : table) {
+      CLI::App* sub = app.add_subcommand(std::string(c.name));
+      sub->fallthrough();
+      sub->add_option("ARGS", a.pos);
+      commands.emplace_back(sub, &c);
     }
-    if (!st.ok()) return Usage(st.message());
   }
-  if (a.cmd.empty()) return Usage("missing command");
-  if (a.cmd == "list") return CmdList(a);
-  if (a.cmd == "ls") return CmdLs(a);
-  if (a.cmd == "cat") return CmdCat(a);
-  if (a.cmd == "stat") return CmdStat(a);
-  if (a.cmd == "verify") return CmdVerify(a);
-  if (a.cmd == "rm") return CmdRm(a);
-  if (a.cmd == "create") return CmdCreate(a);
-  if (a.cmd == "put") return CmdPut(a);
-  if (a.cmd == "commit") return CmdCommit(a);
-  for (const Command& c : extra) {
-    if (a.cmd == c.name) return c.run(a);
+  std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + std::max(argc, 1));
+  bool help = false;
+  const Status parsed = cli::ParseArgs(app, args, &help);
+  if (help) {
+    std::fwrite(usage.data(), 1, usage.size(), stdout);
+    return 0;
   }
-  return Usage("unknown command " + a.cmd);
+  if (!parsed.ok()) return Usage(parsed.message());
+  if (!unknown_command.empty()) return Usage("unknown command " + unknown_command[0]);
+  for (const auto& [sub, command] : commands) {
+    if (sub->parsed()) {
+      a.cmd = command->name;
+      return command->run(a);
+    }
+  }
+  return Usage("missing command");
 }
-
 
 }  // namespace dlckpt::memfs::tool

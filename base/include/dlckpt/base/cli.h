@@ -24,7 +24,7 @@ namespace dlckpt::cli {
 std::string Suggest(const CLI::App& app, std::string_view word);
 
 // EINVAL "unknown option WORD", with "; did you mean --x?" when Suggest has
-// one.
+// one for the innermost subcommand given, else for one of its parents.
 Status UnknownOption(const CLI::App& app, std::string_view word);
 
 // Parses `args` (without the program name, in order). Returns OK, or EINVAL

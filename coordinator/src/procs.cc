@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -10,7 +11,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "dlckpt/base/spawn.h"
 
@@ -227,6 +230,41 @@ std::string Tail(const std::string& path, size_t lines) {
   std::string out;
   for (const auto& l : last) out += (out.empty() ? "" : " | ") + l;
   return out;
+}
+
+std::vector<std::string> DetachFuseMounts(const std::string& store_prefix) {
+  // mountinfo: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPEROPTS",
+  // with space, tab, newline and backslash in MOUNTPOINT escaped as \ooo.
+  auto unescape = [](const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '\\' && i + 3 < s.size()) {
+        out += static_cast<char>(std::stoi(s.substr(i + 1, 3), nullptr, 8));
+        i += 3;
+      } else {
+        out += s[i];
+      }
+    }
+    return out;
+  };
+  // dlckpt-fuse names a mount "dlckpt:" and its store's name without the '/'.
+  const std::string name = !store_prefix.empty() && store_prefix[0] == '/' ? store_prefix.substr(1) : store_prefix;
+  std::vector<std::string> points;
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    const size_t sep = line.find(" - ");
+    if (sep == std::string::npos) continue;
+    std::istringstream head(line.substr(0, sep)), tail(line.substr(sep + 3));
+    std::string id, parent, dev, root, point, fstype, source;
+    if (!(head >> id >> parent >> dev >> root >> point) || !(tail >> fstype >> source)) continue;
+    if (fstype != "fuse.dlckpt" || source.rfind("dlckpt:" + name, 0) != 0) continue;
+    points.push_back(unescape(point));
+  }
+  std::vector<std::string> detached;
+  for (const std::string& p : points) {
+    if (umount2(p.c_str(), MNT_DETACH) == 0) detached.push_back(p);
+  }
+  return detached;
 }
 
 }  // namespace dlckpt::run

@@ -25,6 +25,12 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
 // Processes whose environment holds every one of `env` ("NAME=value").
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& env);
 
+// Detaches (umount2 MNT_DETACH) every dlckpt-fuse mount of this mount
+// namespace whose store name starts with `store_prefix` ("/dlckpt.J.N."; the
+// fsname "dlckpt:<store without '/'>" in /proc/self/mountinfo), as a dead node's mounts vanish
+// with it. Returns the mount points detached; ones that fail are skipped.
+std::vector<std::string> DetachFuseMounts(const std::string& store_prefix);
+
 // Sends `sig` to each pid (ignoring ones already gone).
 void Signal(const std::vector<pid_t>& pids, int sig);
 

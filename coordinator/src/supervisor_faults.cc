@@ -249,6 +249,10 @@ void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::str
       if (names.ok()) {
         for (const auto& n : *names) (void)Env::Default()->UnlinkShm(n);
       }
+      // Its dlckpt-fuse mounts (dlckpt-ctl run) vanish with it, not left dead.
+      for (const auto& point : DetachFuseMounts(NodePrefix(o_.job, node))) {
+        Log("unmounted " + point + ", the dlckpt-fuse mount of node " + node);
+      }
     }
   }
   faults_.last_kill = start;  // detection times count from the start of the kill

@@ -82,10 +82,13 @@ for e in 1 2 "$e3" "$e4"; do
 done
 ! grep -q "protection" "$out" || { show; fail "the job ran without full protection after the recovery"; }
 
-# Nothing left running; every live mount unmounted (vn1's died with its node).
+# Nothing left running; every mount unmounted: the live ones by their daemons,
+# vn1's (whose daemon died with its node) by dlckpt-run, not left dead.
 sleep 0.2
 [ -z "$(leftovers)" ] || fail "processes of the job are still running: $(leftovers)"
-for n in vn0 vn2 "$spare"; do
+grep -q "unmounted $TMP/mnt/vn1, the dlckpt-fuse mount of node vn1" "$out" ||
+  { show; fail "dlckpt-run did not unmount the killed node's mount"; }
+for n in vn0 vn1 vn2 "$spare"; do
   ! is_mounted "$TMP/mnt/$n" || fail "$TMP/mnt/$n is still mounted"
 done
 [ ! -e /dev/shm/dlckpt."$TEST_JOB".vn1.r1 ] || fail "the killed node's store survived"

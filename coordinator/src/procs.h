@@ -26,9 +26,10 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std:
 std::vector<pid_t> FindProcesses(const std::vector<std::string>& env);
 
 // Detaches (umount2 MNT_DETACH) every dlckpt-fuse mount of this mount
-// namespace whose store name starts with `store_prefix` ("/dlckpt.J.N."; the
-// fsname "dlckpt:<store without '/'>" in /proc/self/mountinfo), as a dead node's mounts vanish
-// with it. Returns the mount points detached; ones that fail are skipped.
+// namespace whose store name starts with `store_prefix` ("/dlckpt.J.N.";
+// found by the fsname "dlckpt:<store without '/'>" in /proc/self/mountinfo),
+// as a dead node's mounts vanish with it. Returns the mount points detached;
+// ones that fail are skipped.
 std::vector<std::string> DetachFuseMounts(const std::string& store_prefix);
 
 // Sends `sig` to each pid (ignoring ones already gone).

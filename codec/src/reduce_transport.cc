@@ -172,10 +172,12 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
   target_.assign(m_, nullptr);
   failed_.assign(m_, 0);
   // A scatter source owns its segment of each output (ScatterSegment).
-  const uint64_t owned_len =
-      !spec.scatter ? stats.length
-                    : std::min(ScatterSegment(stats.length, s_),
-                               stats.length - std::min<uint64_t>(stats.length, src_ * ScatterSegment(stats.length, s_)));
+  uint64_t owned_len = stats.length;
+  if (spec.scatter && src_ >= 0) {
+    const uint64_t seg = ScatterSegment(stats.length, s_);
+    const uint64_t begin = std::min<uint64_t>(stats.length, static_cast<uint64_t>(src_) * seg);
+    owned_len = std::min(seg, stats.length - begin);
+  }
   for (int j : owned_) {
     Result<uint8_t*> buf = sink->Begin(j, owned_len);
     if (!buf.ok()) {

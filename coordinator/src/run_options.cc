@@ -60,7 +60,9 @@ saying "terminated by SIGTERM" (or the signal it got) and exits with 128 + the
 signal's number (143 for SIGTERM). A second signal kills the jobs at once, and
 dlckpt-run ends within --term-grace whatever it waits for (a drain, a
 --kill-command): every process of the job is killed, its stores and run
-directory removed (unless --keep); a third signal ends it so at once.
+directory removed (unless --keep); a third signal ends it so at once. The same
+signal sent again by the same process within 2 s (timeout(1) signals its
+child and then its process group) counts once.
 
 At the end dlckpt-run prints a summary (checkpoints, recoveries, time per
 phase) and exits with the status it names: the application's status; 3 when

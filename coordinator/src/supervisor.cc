@@ -45,12 +45,40 @@ namespace {
 std::atomic<int> g_signal{0};        // number of the first SIGTERM/SIGINT/SIGHUP/SIGUSR1, 0 before
 std::atomic<int> g_signals{0};       // how many came
 std::atomic<int> g_wake_fd{-1};      // write end of the watchdog's pipe; -1 without a watchdog
+std::atomic<int> g_first_sender{0};  // pid that sent the first signal with kill(2), 0 if none did
+std::atomic<long long> g_first_ns{0};  // CLOCK_MONOTONIC of the first signal, in ns
 static_assert(std::atomic<int>::is_always_lock_free);
+static_assert(std::atomic<long long>::is_always_lock_free);
 
-void OnTerminationSignal(int sig) {
+long long MonotonicNs() {  // async-signal-safe
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+// One stop request can arrive twice: coreutils' timeout (and other wrappers)
+// send the signal to their child and then to their whole process group, which
+// holds dlckpt-run too. A repeat of the first signal's number sent with
+// kill(2) by the same process within two seconds of it is that echo, not the
+// user's second request; it is ignored. A signal from the terminal (SI_KERNEL)
+// or from another process always counts.
+bool EchoOfFirst(int sig, const siginfo_t* info) {
+  if (info == nullptr || info->si_code != SI_USER || info->si_pid <= 0) return false;
+  if (g_signals.load() != 1 || g_signal.load() != sig || g_first_sender.load() != info->si_pid) return false;
+  return MonotonicNs() - g_first_ns.load() < 2000000000LL;
+}
+
+void OnTerminationSignal(int sig, siginfo_t* info, void*) {
   const int saved_errno = errno;
+  if (EchoOfFirst(sig, info)) {
+    errno = saved_errno;
+    return;
+  }
   int expected = 0;
-  g_signal.compare_exchange_strong(expected, sig);
+  if (g_signal.compare_exchange_strong(expected, sig)) {
+    g_first_sender.store(info != nullptr && info->si_code == SI_USER ? info->si_pid : 0);
+    g_first_ns.store(MonotonicNs());
+  }
   const int n = g_signals.fetch_add(1) + 1;
   if (n >= 2) {
     static const char kMsg[] = "dlckpt-run: second signal: killing the jobs now\n";
@@ -235,9 +263,9 @@ void InstallSignalHandlers() {
   StartWatchdog();
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = OnTerminationSignal;
+  sa.sa_sigaction = OnTerminationSignal;
   sigfillset(&sa.sa_mask);  // one handler at a time: the count and the first number stay consistent
-  sa.sa_flags = SA_RESTART;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
   // SIGUSR1: Slurm's warning before the time limit (srun --signal=USR1@T): a halt.
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaction(sig, &sa, nullptr);
 }

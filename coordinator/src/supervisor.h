@@ -40,6 +40,9 @@ enum ExitCode : int {
 // second signal on it also sends SIGKILL to the process groups of every job
 // this process launched (procs.h: TrackedGroups). Every wait of the
 // Supervisor checks the record and then stops the job (Supervisor::Run).
+// A repeat of the first signal sent by the same process within 2 s (a
+// wrapper such as timeout(1) signals its child and then its process group) is
+// one request, not a second signal.
 // Whatever call holds the Supervisor (a drain reading a FIFO, a tool that
 // never returns), the process ends at the latest --term-grace after the
 // second signal, at once after a third: a watchdog thread then kills every

@@ -117,10 +117,12 @@ start_run() {  # dlckpt-run ARGS... in the background, output to $out; sets pid
 }
 # Sends signal $2 to process $1 and waits (up to 10 s) until it is no longer
 # pending: the handler took it, so that a next one counts as another signal.
+# Each is sent by a new process (a subshell): dlckpt-run counts a repeat from
+# the process that sent the first signal within 2 s as its echo.
 send_signal() {
   local bit i
   bit=$((1 << ($(kill -l "$2") - 1)))
-  kill -s "$2" "$1"
+  (kill -s "$2" "$1")
   for ((i = 0; i < 100; ++i)); do
     local pnd
     pnd=$(sed -n 's/^ShdPnd:\s*//p' "/proc/$1/status" 2>/dev/null) || return 0
@@ -198,7 +200,7 @@ case "$scenario" in
     sleep 1.5
     kill -0 "$pid" 2>/dev/null || fail "dlckpt-run ended before the grace period although the application ignores SIGTERM"
     grep -q "terminated by SIGTERM: stopping" "$out" || fail "no message after the first SIGTERM"
-    kill -TERM "$pid"
+    (kill -TERM "$pid")  # from another process: a user's second request
     wait_exit "$pid" 10
     [ "$rc" = 143 ] || fail "dlckpt-run exited $rc, expected 143"
     grep -q "second signal: killing the jobs now" "$out" || fail "the second signal was not acknowledged"

@@ -29,6 +29,7 @@ TEST(LaunchTest, HostListGroupsRuns) {
 
 TEST(LaunchTest, MpiexecVirtualNodesAreSegments) {
   Options o;
+  o.mpiexec = "mpiexec";
   Launch l = MpiexecLaunch(o, App(true));
   std::vector<std::string> want{"mpiexec", "-launcher", "fork", "-genv", "DLCKPT_JOB", "j1", "-genv",
                                 "DLCKPT_EVENTS", "/r/events", "-n", "2", "-env", "DLCKPT_NODE", "n0",
@@ -42,6 +43,7 @@ TEST(LaunchTest, MpiexecVirtualNodesAreSegments) {
 
 TEST(LaunchTest, MpiexecHostsAndPreloadMerge) {
   Options o;
+  o.mpiexec = "mpiexec";
   o.mpiexec_args = {"-iface", "eth1", "-genv", "LD_PRELOAD", "/x.so"};
   JobSpec j = App(false);
   j.preload = "/lib/p.so";

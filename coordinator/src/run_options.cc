@@ -522,7 +522,10 @@ void OptionParser::AddControlOptions() {
         Text(&Options::run_dir));
   Value("--codec", "PATH", kControl, "the dlckpt-codec executable (default: beside dlckpt-run)",
         Text(&Options::codec));
-  Value("--mpiexec", "PATH", kControl, "mpiexec to use (default mpiexec)", Text(&Options::mpiexec));
+  Value("--mpiexec", "PATH", kControl,
+        "the MPI launcher for both jobs (default " DLCKPT_MPIEXEC ", the launcher of the MPI dlckpt was built with, "
+        DLCKPT_MPI_FLAVOR ", bound at build time: `mpiexec` in PATH is not used); it must launch that MPI",
+        Text(&Options::mpiexec));
   Flag("--preload", &Options::preload, kControl, "run the application with LD_PRELOAD=libdlckpt_preload.so");
   Flag("--keep", &Options::keep, kControl,
        "keep stores, parity and the run directory at the end "

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dlckpt/base/status.h"
+#include "dlckpt/base/version.h"
 
 namespace dlckpt::run {
 
@@ -53,7 +54,7 @@ struct Options {
   std::string node_prefix = "vn";
   std::string launcher_exec;
   std::string kill_command;
-  std::string mpiexec = "mpiexec";
+  std::string mpiexec = DLCKPT_MPIEXEC;  // the launcher of the MPI dlckpt was built with
   std::vector<std::string> mpiexec_args;  // --mpiexec-args, split on white space
   std::string launcher = "mpiexec";       // "mpiexec" (Hydra) or "srun" (Slurm)
   std::string srun = "srun";

@@ -163,6 +163,14 @@ def model_prediction(m, k, mib, compute_s):
     return sync, asyn, parts
 
 
+
+def use_bound_mpi(bindir):
+    """Puts the build's mpi-bin (the MPI dlckpt was built with, cmake/mpi.cmake)
+    first in PATH, so that `mpiexec` is that MPI's whatever PATH holds."""
+    mpi_bin = os.path.join(os.path.abspath(bindir), "..", "mpi-bin")
+    if os.path.isdir(mpi_bin):
+        os.environ["PATH"] = os.path.normpath(mpi_bin) + os.pathsep + os.environ.get("PATH", "")
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/bin")
@@ -180,6 +188,7 @@ def main():
     ap.add_argument("--out", default=None, help="also write the report here")
     ap.add_argument("--smoke", action="store_true", help="4:1 at 8 MiB, 2 iterations, small apps")
     a = ap.parse_args()
+    use_bound_mpi(a.bin)
     if a.smoke:
         a.configs, a.mib, a.iters, a.warmup = "4:1", "8", 2, 1
     lines = []

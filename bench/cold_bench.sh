@@ -47,6 +47,8 @@ while [ $# -gt 0 ]; do
     *) echo "cold_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+# The MPI dlckpt was built with (build/mpi-bin, cmake/mpi.cmake), not `mpiexec` in PATH.
+[ -d "$bin/../mpi-bin" ] && PATH="$(cd "$bin/../mpi-bin" && pwd):$PATH"
 
 n=0
 headline=""

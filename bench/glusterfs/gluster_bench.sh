@@ -88,6 +88,8 @@ fi
 for f in "$bin/$app" "$bin/$app-dlckpt" "$bin/dlckpt-run"; do
   [ -x "$f" ] || { echo "gluster_bench: $f not found: build first (cmake --build build)" >&2; exit 2; }
 done
+# The MPI dlckpt was built with (build/mpi-bin, cmake/mpi.cmake), not `mpiexec` in PATH.
+[ -d "$bin/../mpi-bin" ] && PATH="$(cd "$bin/../mpi-bin" && pwd):$PATH"
 command -v mpiexec >/dev/null || { echo "gluster_bench: mpiexec not found" >&2; exit 2; }
 if [ -z "$ior" ]; then
   if [ -x "$bin/dlckpt-ior" ]; then

@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config gfortran git procps psmisc util-linux \
-  mpich libmpich-dev \
+  mpich libmpich-dev openmpi-bin libopenmpi-dev python3-mpi4py python3-numpy \
   libisal-dev liblz4-dev \
   libfuse3-dev fuse3 \
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev \

@@ -10,7 +10,16 @@ rm -rf "$work"
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 (cd "$build" && cpack -G DEB -B "$work" > "$work/cpack.log" 2>&1) || fail "cpack: $(tail -5 "$work/cpack.log")"
-deb=$(ls "$work"/dlckpt_*.deb)
+deb=$(ls "$work"/dlckpt*_*.deb)
+# Named after the MPI it was built with, and depending on that MPI.
+mpi=$(sed -n 's/^#define DLCKPT_MPI_FLAVOR "\(.*\)"/\1/p' "$build"/base/include/dlckpt/base/version.h)
+case "$mpi" in
+  mpich) want_name=dlckpt want_dep=libmpich12 ;;
+  openmpi) want_name=dlckpt-openmpi want_dep=libopenmpi3 ;;
+  *) fail "no DLCKPT_MPI_FLAVOR in $build/base/include/dlckpt/base/version.h" ;;
+esac
+[ "$(dpkg-deb -f "$deb" Package)" = "$want_name" ] || fail "$deb: package $(dpkg-deb -f "$deb" Package), want $want_name ($mpi)"
+dpkg-deb -f "$deb" Depends | grep -q "$want_dep" || fail "$deb does not depend on $want_dep: $(dpkg-deb -f "$deb" Depends)"
 dpkg-deb -c "$deb" > "$work/list"
 for f in usr/bin/dlckpt-ior usr/bin/dlckpt-cc usr/bin/dlckpt-cxx usr/bin/dlckpt-f90 usr/share/dlckpt/dlckpt.flags; do
   grep -q " \./$f\$" "$work/list" || fail "$f is not in $deb"

@@ -6,6 +6,8 @@
 #include <fcntl.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -40,6 +42,16 @@ struct Table {
 Table& T() {
   static Table* const t = new Table();
   return *t;
+}
+
+// $DLCKPT_DIRTY_TRACE=1: one stderr line per region and checkpoint saying
+// what was written.
+bool Trace() {
+  static const bool on = [] {
+    const char* v = std::getenv("DLCKPT_DIRTY_TRACE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
 }
 
 dirty::Tracker& Tracker() {
@@ -191,6 +203,13 @@ Status StoreRegions(memfs::Store* store) {
                    info->damage == 0;
       }
       Status s = in_place ? WriteRanges(store, path, r, d.ranges) : WriteStoreFile(store, path, r.ptr, r.bytes);
+      if (Trace()) {
+        uint64_t n = 0;
+        for (const dirty::Range& g : d.ranges) n += g.len;
+        std::fprintf(stderr, "dlckpt: %s: %s %llu of %zu bytes%s\n", Name(id).c_str(),
+                     in_place ? "wrote in place" : "wrote whole", static_cast<unsigned long long>(in_place ? n : r.bytes),
+                     r.bytes, in_place ? (" in " + std::to_string(d.ranges.size()) + " range(s)").c_str() : "");
+      }
       if (!s.ok()) return s.Prefixed("storing " + Name(id) + " (" + std::to_string(r.bytes) + " bytes)");
       auto info = store->Stat(path);
       if (!info.ok()) return info.status().Prefixed("storing " + Name(id));

@@ -268,7 +268,7 @@ void Tracker::Degrade(std::string reason) {
 std::vector<Tracker::PageRun> Tracker::TrackedPages(int skip) const {
   std::vector<PageRun> runs;
   for (const auto& [h, r] : regs_) {
-    if (h == skip || !r.untracked.empty() || r.page_begin == r.page_end) continue;
+    if (h == skip || !r.untracked.empty() || r.page_begin == r.page_end || r.hot_left > 0) continue;
     runs.push_back(PageRun{r.page_begin, r.page_end});
   }
   std::sort(runs.begin(), runs.end(), [](const PageRun& a, const PageRun& b) { return a.begin < b.begin; });
@@ -428,6 +428,7 @@ std::map<int, Dirty> Tracker::Collect() {
   std::map<int, Dirty> out;
   if (mode_ == Mode::kUffdAsync && os_->Pid() != pid_) AfterFork();
   std::vector<PageRun> dirty;
+  std::vector<int> hot, rearm;  // ranges that became hot, hot ranges to arm again
   std::vector<std::pair<uintptr_t, uintptr_t>> broken;  // runs whose mapping changed
   if (mode_ == Mode::kUffdAsync) {
     for (const PageRun& run : TrackedPages(-1)) {
@@ -484,8 +485,9 @@ std::map<int, Dirty> Tracker::Collect() {
     Dirty& d = out[h];
     bool in_broken = false;
     for (const auto& [b, e] : broken) in_broken = in_broken || (r.page_begin < e && b < r.page_end);
-    d.whole = mode_ != Mode::kUffdAsync || r.fresh || !r.untracked.empty() || in_broken;
+    d.whole = mode_ != Mode::kUffdAsync || r.fresh || !r.untracked.empty() || in_broken || r.hot_left > 0;
     r.fresh = false;
+    if (r.hot_left > 0 && mode_ == Mode::kUffdAsync && --r.hot_left == 0) rearm.push_back(h);
     if (d.whole || r.bytes == 0) continue;
     const uintptr_t lo = r.ptr, hi = r.ptr + r.bytes;
     auto it = std::upper_bound(dirty.begin(), dirty.end(), lo,
@@ -498,6 +500,42 @@ std::map<int, Dirty> Tracker::Collect() {
       } else {
         d.ranges.push_back(Range{b - lo, e - b});
       }
+    }
+    // Hot: almost every page written again and again; stop protecting it.
+    uint64_t written = 0;
+    for (const Range& g : d.ranges) written += g.len;
+    if (static_cast<double>(written) >= kHotFraction * static_cast<double>(r.bytes)) {
+      if (++r.full_streak >= kHotStreak) {
+        r.full_streak = 0;
+        r.hot_left = kHotCollects;
+        hot.push_back(h);
+      }
+    } else {
+      r.full_streak = 0;
+    }
+  }
+  if (mode_ == Mode::kUffdAsync) {
+    // Newly hot ranges: their pages no tracked range shares lose the
+    // protection (no faults until they are armed again).
+    const std::vector<PageRun> tracked = TrackedPages(-1);
+    for (int h : hot) {
+      const Reg& r = regs_.at(h);
+      std::vector<PageRun> free_pages;
+      Subtract(r.page_begin, r.page_end, tracked, &free_pages);
+      for (const PageRun& p : free_pages) {
+        uffdio_writeprotect wp{};
+        wp.range.start = p.begin;
+        wp.range.len = p.end - p.begin;
+        wp.mode = 0;  // un-protect
+        (void)os_->Ioctl(uffd_, UFFDIO_WRITEPROTECT, &wp);  // failing leaves faults, not errors
+      }
+    }
+    // Hot ranges whose time is up: protected again now, before the caller
+    // copies them whole; their writes count from here.
+    for (int h : rearm) {
+      Reg& r = regs_.at(h);
+      std::vector<PageRun> armed = TrackedPages(h);
+      Arm(&r, armed);
     }
   }
   if (mode_ == Mode::kUffdAsync && !broken.empty()) {

@@ -19,8 +19,10 @@
 //    shared mapping, .data) is copied whole at every checkpoint.
 //  - kWhole: every registered range counts as wholly dirty at every Collect().
 //    Taken when $DLCKPT_DIRTY_TRACKING is off/0/no/false, when userfaultfd
-//    cannot be opened (vm.unprivileged_userfaultfd=0 for a user without
-//    CAP_SYS_PTRACE on a kernel older than 5.11, seccomp), when the kernel
+//    cannot be opened (seccomp; vm.unprivileged_userfaultfd=0 for a user
+//    without CAP_SYS_PTRACE on a kernel older than 5.11: since 5.11 the
+//    UFFD_USER_MODE_ONLY descriptor used here is allowed to any user; async
+//    write protection resolves kernel-mode writes too), when the kernel
 //    lacks WP_ASYNC/WP_UNPOPULATED or PAGEMAP_SCAN (before 6.7). Said once on
 //    stderr. The soft-dirty bit is not used: it is a compile-time option
 //    (CONFIG_MEM_SOFT_DIRTY) that the development kernel lacks, and it needs

@@ -396,3 +396,41 @@ TEST(DirtyPages, HotRangeIsWholeThenTrackedAgain) {
 
 }  // namespace
 }  // namespace dlckpt::dirty
+
+namespace dlckpt::dirty {
+namespace {
+
+// Writes the kernel makes on the process's behalf (read(2) into the region,
+// as an MPI library's shared-memory or socket path does) succeed and count,
+// on a present page and on a page never touched.
+TEST(DirtyPages, KernelWritesAreReported) {
+  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
+  auto t = Tracker::Create(nullptr);
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  const size_t len = 8 * kPage;
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  std::memset(m, 1, 4 * kPage);  // pages 4..7 never touched
+  const int h = t->Register(m, len);
+  t->Collect();
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  const char msg[] = "written by the kernel";
+  for (size_t page : {2u, 6u}) {
+    ASSERT_EQ(write(p[1], msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
+    ASSERT_EQ(read(p[0], m + page * kPage + 100, sizeof msg), static_cast<ssize_t>(sizeof msg));
+    EXPECT_EQ(std::memcmp(m + page * kPage + 100, msg, sizeof msg), 0);
+    auto d = t->Collect()[h];
+    ASSERT_FALSE(d.whole);
+    ASSERT_EQ(d.ranges.size(), 1u) << "page " << page;
+    EXPECT_EQ(d.ranges[0].offset, page * kPage);
+    EXPECT_EQ(d.ranges[0].len, kPage);
+  }
+  close(p[0]);
+  close(p[1]);
+  t->Unregister(h);
+  munmap(m, len);
+}
+
+}  // namespace
+}  // namespace dlckpt::dirty

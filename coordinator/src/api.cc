@@ -236,6 +236,7 @@ Status Checkpoint() {
   }
   DLCKPT_RETURN_IF_ERROR(st.collective->Agree(memory::StoreRegions(st.store), "dlckpt_checkpoint"));
   Result<uint64_t> epoch = st.round->Run();
+  memory::CheckpointEnded(epoch.status());
   if (st.drainer) st.drainer->OnProtected(st.round->protected_epoch());
   g_next_epoch = epoch.ok() ? *epoch + 1 : st.store->epochs().next;
   g_write_reported = false;
@@ -246,7 +247,9 @@ Status Checkpoint() {
 Status Wait() {
   State& st = S();
   if (!st.initialized) return Status::InvalidArgument("dlckpt_checkpoint_wait: call dlckpt_init first");
-  return st.round->Wait().status().Prefixed("dlckpt_checkpoint_wait");
+  Status s = st.round->Wait().status();
+  memory::CheckpointEnded(s);
+  return s.Prefixed("dlckpt_checkpoint_wait");
 }
 
 Status SetEncodeMode(int mode) {

@@ -6,13 +6,17 @@
 #include <fcntl.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 
 #include "dlckpt/dlckpt.h"
 #include "api_boundary.h"
+#include "dirty_pages.h"
 
 namespace dlckpt::api::memory {
 namespace {
@@ -20,16 +24,43 @@ namespace {
 struct Region {
   void* ptr = nullptr;
   size_t bytes = 0;
+  int handle = 0;  // the tracker's
+  // The store's working file RegionPath(id) holds exactly the region's bytes
+  // as of the last Collect, and still is the file written then (same inode,
+  // mtime and size): the next checkpoint may write only the dirty ranges.
+  bool stored = false;
+  uint64_t ino = 0;
+  int64_t mtime_ns = 0;
 };
 
 struct Table {
   std::map<int, Region> regions;
   memfs::Store* store = nullptr;
+  std::unique_ptr<dirty::Tracker> tracker;  // created at the first dlckpt_protect
 };
 
 Table& T() {
   static Table* const t = new Table();
   return *t;
+}
+
+// $DLCKPT_DIRTY_TRACE=1: one stderr line per region and checkpoint saying
+// what was written.
+bool Trace() {
+  static const bool on = [] {
+    const char* v = std::getenv("DLCKPT_DIRTY_TRACE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+dirty::Tracker& Tracker() {
+  Table& t = T();
+  if (!t.tracker) {
+    t.tracker = dirty::Tracker::Create(std::getenv("DLCKPT_DIRTY_TRACKING"));
+    t.tracker->SayOnce();
+  }
+  return *t.tracker;
 }
 
 std::string Name(int id) { return "region " + std::to_string(id); }
@@ -44,13 +75,53 @@ Status Protect(int id, void* ptr, size_t bytes) {
     return Status::InvalidArgument("dlckpt_protect: " + Name(id) + ": size " + std::to_string(bytes) +
                                    " is past PTRDIFF_MAX (a negative size?)");
   }
-  T().regions[id] = Region{ptr, bytes};
+  auto it = T().regions.find(id);
+  if (it != T().regions.end()) {
+    // The same memory again keeps its tracking; moved or resized memory is
+    // written whole at the next checkpoint.
+    if (it->second.ptr == ptr && it->second.bytes == bytes) return Status::OK();
+    Tracker().Unregister(it->second.handle);
+  }
+  Region r;
+  r.ptr = ptr;
+  r.bytes = bytes;
+  r.handle = Tracker().Register(ptr, bytes);
+  T().regions[id] = r;
   return Status::OK();
 }
 
 Status Unprotect(int id) {
-  if (T().regions.erase(id) == 0) return Status::NotFound("dlckpt_unprotect: " + Name(id) + " is not protected");
+  auto it = T().regions.find(id);
+  if (it == T().regions.end()) return Status::NotFound("dlckpt_unprotect: " + Name(id) + " is not protected");
+  Tracker().Unregister(it->second.handle);
+  T().regions.erase(it);
   return Status::OK();
+}
+
+// Writes `ranges` of region `r` into the existing store file `path` in place
+// (no truncation): memfs copies on write only the blocks they touch, and
+// every other byte keeps the previous epoch's value, which is the region's.
+Status WriteRanges(memfs::Store* store, std::string_view path, const Region& r,
+                   const std::vector<dirty::Range>& ranges) {
+  if (ranges.empty()) return Status::OK();
+  DLCKPT_ASSIGN_OR_RETURN(int fd, store->Open(path, O_WRONLY));
+  Status s;
+  for (const dirty::Range& g : ranges) {
+    for (uint64_t done = 0; done < g.len && s.ok();) {
+      auto n = store->Pwrite(fd, static_cast<const char*>(r.ptr) + g.offset + done, g.len - done, g.offset + done);
+      if (!n.ok()) {
+        s = n.status();
+      } else if (*n == 0) {
+        s = Status::NoSpace(std::string(path) + ": the store took " + std::to_string(done) + " of " +
+                            std::to_string(g.len) + " bytes at offset " + std::to_string(g.offset));
+      } else {
+        done += *n;
+      }
+    }
+    if (!s.ok()) break;
+  }
+  Status c = store->Close(fd);
+  return s.ok() ? c : s;
 }
 
 // Reads [0, len) of store file `path` into `out`; EIO if it holds fewer bytes.
@@ -80,7 +151,10 @@ Result<memfs::Store*> Attached(std::string_view what) {
 
 std::string RegionPath(int id) { return std::string(kRegionDir) + std::to_string(id); }
 
-void Attach(memfs::Store* store) { T().store = store; }
+void Attach(memfs::Store* store) {
+  T().store = store;
+  for (auto& entry : T().regions) entry.second.stored = false;  // another store: whole
+}
 
 Status WriteStoreFile(memfs::Store* store, std::string_view path, const void* data, size_t len) {
   DLCKPT_ASSIGN_OR_RETURN(int fd, store->Open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600));
@@ -108,10 +182,41 @@ Result<std::string> ReadStoreFile(memfs::Store* store, std::string_view path) {
 }
 
 Status StoreRegions(memfs::Store* store) {
-  const Table& t = T();
-  for (const auto& [id, r] : t.regions) {
-    Status s = WriteStoreFile(store, RegionPath(id), r.ptr, r.bytes);
-    if (!s.ok()) return s.Prefixed("storing " + Name(id) + " (" + std::to_string(r.bytes) + " bytes)");
+  Table& t = T();
+  if (!t.regions.empty()) {
+    // Collect re-arms the tracking: from here on, a region not written
+    // successfully below must be written whole next time.
+    std::map<int, dirty::Dirty> dirty = Tracker().Collect();
+    std::map<int, bool> was_stored;
+    for (auto& [id, r] : t.regions) {
+      was_stored[id] = r.stored && t.store == store;
+      r.stored = false;
+    }
+    for (auto& [id, r] : t.regions) {
+      const std::string path = RegionPath(id);
+      const dirty::Dirty& d = dirty[r.handle];
+      bool in_place = was_stored[id] && !d.whole;
+      if (in_place) {
+        // The working file must be the one written last time, unchanged.
+        auto info = store->Stat(path);
+        in_place = info.ok() && info->size == r.bytes && info->ino == r.ino && info->mtime_ns == r.mtime_ns &&
+                   info->damage == 0;
+      }
+      Status s = in_place ? WriteRanges(store, path, r, d.ranges) : WriteStoreFile(store, path, r.ptr, r.bytes);
+      if (Trace()) {
+        uint64_t n = 0;
+        for (const dirty::Range& g : d.ranges) n += g.len;
+        std::fprintf(stderr, "dlckpt: %s: %s %llu of %zu bytes%s\n", Name(id).c_str(),
+                     in_place ? "wrote in place" : "wrote whole", static_cast<unsigned long long>(in_place ? n : r.bytes),
+                     r.bytes, in_place ? (" in " + std::to_string(d.ranges.size()) + " range(s)").c_str() : "");
+      }
+      if (!s.ok()) return s.Prefixed("storing " + Name(id) + " (" + std::to_string(r.bytes) + " bytes)");
+      auto info = store->Stat(path);
+      if (!info.ok()) return info.status().Prefixed("storing " + Name(id));
+      r.ino = info->ino;
+      r.mtime_ns = info->mtime_ns;
+      r.stored = true;
+    }
   }
   DLCKPT_ASSIGN_OR_RETURN(std::vector<memfs::FileInfo> files, store->List(kRegionDir));
   for (const memfs::FileInfo& f : files) {
@@ -121,6 +226,11 @@ Status StoreRegions(memfs::Store* store) {
     if (!s.ok() && s.code() != ENOENT) return s.Prefixed("dropping the unprotected region file " + f.path);
   }
   return Status::OK();
+}
+
+void CheckpointEnded(const Status& outcome) {
+  if (outcome.ok()) return;
+  for (auto& entry : T().regions) entry.second.stored = false;
 }
 
 std::vector<int> ProtectedIds() {

@@ -33,7 +33,21 @@ void Attach(memfs::Store* store);
 // protected region into `store`'s working files and unlinks the region files
 // of ids no longer protected. A write that fails (ENOSPC) leaves the file
 // marked damaged, so the commit would refuse as well.
+//
+// Only what changed (dirty_pages.h): a region whose pages are tracked and
+// whose store file is still the one the previous StoreRegions wrote (same
+// inode, mtime, size, not damaged) gets only its dirty ranges written in
+// place, so memfs copies on write only those blocks and the incremental
+// encode sees only them; the first checkpoint of a region, a region
+// re-protected with another pointer or size, an untracked region and the
+// fallback ($DLCKPT_DIRTY_TRACKING=off, a kernel without userfaultfd's
+// asynchronous write protection) write it whole. Correctness rests on the
+// store's copy-on-write: bytes not written keep the previous epoch's, which
+// equal the region's then.
 Status StoreRegions(memfs::Store* store);
+// After the checkpoint round: a failed one makes every region whole next
+// time (the working files may no longer be what StoreRegions left).
+void CheckpointEnded(const Status& outcome);
 
 // The protected ids, ascending.
 std::vector<int> ProtectedIds();

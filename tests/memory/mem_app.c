@@ -10,8 +10,13 @@
  * counter came back) and, last,
  * "checksum: <hex>" of every rank's state and history: the same with or
  * without failures.
+ * With --sparse P (dirty-page tracking), an iteration changes only about P %
+ * of the state: a few spans across pages and single words at positions drawn
+ * from (rank, iteration), and a region 3 of random bytes at unaligned bounds
+ * is written once before the first checkpoint and never again; it joins the
+ * checksum.
  *
- *   mem_app [--iters N] [--words W] [--sleep-ms S] [--grow] */
+ *   mem_app [--iters N] [--words W] [--sleep-ms S] [--grow] [--sparse P] */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,13 +35,14 @@ static size_t history_words(int it, size_t base) {
 }
 
 int main(int argc, char** argv) {
-  int iters = 10, sleep = 50, grow = 0;
+  int iters = 10, sleep = 50, grow = 0, sparse = 0;
   size_t words = 8192;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--grow")) grow = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--words")) words = (size_t)atol(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--sleep-ms")) sleep = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--sparse")) sparse = atoi(argv[++i]);
   }
   MPI_Init(&argc, &argv);
   int rank, size;
@@ -53,6 +59,12 @@ int main(int argc, char** argv) {
   if (dlckpt_protect(0, &it, sizeof it) != 0) die(rank, "dlckpt_protect");
   if (dlckpt_protect(1, state, words * 8) != 0) die(rank, "dlckpt_protect");
   if (grow && dlckpt_protect(2, history, hwords * 8) != 0) die(rank, "dlckpt_protect");
+  /* --sparse: constant bytes at unaligned bounds (inside a larger block). */
+  const size_t cbytes = 3 * 4096 + 123;
+  unsigned char* cblock = malloc(cbytes + 64);
+  unsigned char* constants = cblock + 13;
+  for (size_t i = 0; i < cbytes; ++i) constants[i] = (unsigned char)mix(((uint64_t)rank << 24) ^ i);
+  if (sparse && dlckpt_protect(3, constants, cbytes) != 0) die(rank, "dlckpt_protect");
 
   if (dlckpt_restarted_epoch() > 0) {
     if (grow) {
@@ -75,7 +87,23 @@ int main(int argc, char** argv) {
   for (; it < iters;) {
     MPI_Sendrecv(state, (int)words, MPI_UINT64_T, right, 0, peer, (int)words, MPI_UINT64_T, left, 0,
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    for (size_t i = 0; i < words; ++i) state[i] = mix(state[i] ^ (peer[(i * 7) % words] + (uint64_t)it));
+    if (!sparse) {
+      for (size_t i = 0; i < words; ++i) state[i] = mix(state[i] ^ (peer[(i * 7) % words] + (uint64_t)it));
+    } else {
+      /* About `sparse` % of the words in three spans, and five single words. */
+      uint64_t h = mix(((uint64_t)rank << 40) ^ (uint64_t)it);
+      size_t span = words * (size_t)sparse / 300 + 1;
+      for (int k = 0; k < 3; ++k) {
+        size_t start = (size_t)(mix(h + (uint64_t)k) % words);
+        for (size_t i = start; i < start + span && i < words; ++i) {
+          state[i] = mix(state[i] ^ (peer[(i * 7) % words] + (uint64_t)it));
+        }
+      }
+      for (int k = 0; k < 5; ++k) {
+        size_t i = (size_t)(mix(h ^ (0x1000u + (uint64_t)k)) % words);
+        state[i] = mix(state[i] + peer[i] + (uint64_t)k);
+      }
+    }
     ++it;
     if (grow) {
       size_t n = history_words(it, words / 4);
@@ -90,11 +118,17 @@ int main(int argc, char** argv) {
   }
   uint64_t sum = global_checksum(state, words, rank);
   if (grow) sum ^= mix(global_checksum(history, hwords, rank));
+  if (sparse) {
+    uint64_t c = 0;
+    for (size_t i = 0; i < cbytes; ++i) c = mix(c ^ constants[i]);
+    sum ^= mix(global_checksum(&c, 1, rank) + 1);
+  }
   if (dlckpt_finalize() != 0) die(rank, "dlckpt_finalize");
   if (rank == 0) printf("checksum: %016llx\n", (unsigned long long)sum);
   free(state);
   free(peer);
   free(history);
+  free(cblock);
   MPI_Finalize();
   return 0;
 }

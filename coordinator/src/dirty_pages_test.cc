@@ -1,0 +1,436 @@
+// Dirty-page tracking (dirty_pages.h) against a brute-force comparison of
+// snapshots over random write patterns (issue 34, test 4): no changed byte is
+// ever missed. The same with the fallback forced (test 5), with the kernel
+// parts refused one by one, after munmap + mmap, fork and MADV_DONTNEED.
+// Real kernel: userfaultfd and PAGEMAP_SCAN of the machine that runs it.
+#include "dirty_pages.h"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "dirty_pages_abi.h"
+
+namespace dlckpt::dirty {
+namespace {
+
+const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+
+// Whether this kernel offers what the tracker needs, probed independently of
+// the tracker: then the tracker must not fall back.
+bool KernelHasAsyncWp() {
+  long fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+  if (fd < 0) fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  bool ok = ioctl(static_cast<int>(fd), UFFDIO_API, &api) == 0 &&
+            (api.features & (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED)) ==
+                (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED);
+  close(static_cast<int>(fd));
+  return ok;
+}
+
+struct Region {
+  uint8_t* ptr = nullptr;
+  size_t bytes = 0;
+  int handle = 0;
+  std::string snap;  // the bytes at the last Collect
+};
+
+// Checks `d` against the brute-force diff of r's snapshot and its memory;
+// returns the bytes reported (whole: r.bytes). Updates the snapshot.
+size_t CheckAndSnap(Region* r, const Dirty& d, const std::string& what) {
+  size_t reported = r->bytes;
+  if (!d.whole) {
+    reported = 0;
+    uint64_t prev_end = 0;
+    std::vector<bool> covered(r->bytes, false);
+    for (size_t i = 0; i < d.ranges.size(); ++i) {
+      const Range& g = d.ranges[i];
+      EXPECT_GT(g.len, 0u) << what;
+      EXPECT_LE(g.offset + g.len, r->bytes) << what;
+      if (i > 0) {
+        EXPECT_GT(g.offset, prev_end) << what << ": ranges not sorted, disjoint, apart";
+      }
+      prev_end = g.offset + g.len;
+      for (uint64_t b = g.offset; b < g.offset + g.len && b < r->bytes; ++b) covered[b] = true;
+      reported += g.len;
+    }
+    for (size_t b = 0; b < r->bytes; ++b) {
+      if (static_cast<uint8_t>(r->snap[b]) != r->ptr[b] && !covered[b]) {
+        ADD_FAILURE() << what << ": byte " << b << " of " << r->bytes << " changed ("
+                      << int(static_cast<uint8_t>(r->snap[b])) << " -> " << int(r->ptr[b]) << ") but was not reported";
+        break;
+      }
+    }
+  }
+  r->snap.assign(reinterpret_cast<const char*>(r->ptr), r->bytes);
+  return reported;
+}
+
+class DirtyPagesProperty : public ::testing::TestWithParam<bool> {};  // param: tracking forced off
+
+TEST_P(DirtyPagesProperty, NoChangedByteIsMissed) {
+  const bool forced_off = GetParam();
+  auto t = Tracker::Create(forced_off ? "off" : nullptr);
+  if (forced_off) {
+    ASSERT_EQ(t->mode(), Tracker::Mode::kWhole);
+    EXPECT_NE(t->reason().find("DLCKPT_DIRTY_TRACKING=off"), std::string::npos) << t->reason();
+  } else if (KernelHasAsyncWp()) {
+    ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  } else {
+    GTEST_SKIP() << "this kernel has no userfaultfd WP_ASYNC: " << t->reason();
+  }
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    auto rnd = [&](uint64_t n) { return n == 0 ? 0 : rng() % n; };
+    // An arena of private anonymous memory, most of it never touched.
+    const size_t arena_pages = 256;
+    auto* arena = static_cast<uint8_t*>(
+        mmap(nullptr, arena_pages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    ASSERT_NE(arena, MAP_FAILED);
+    for (size_t p = 0; p < arena_pages; p += 3) arena[p * kPage + rnd(kPage)] = static_cast<uint8_t>(rng());
+    // Regions at unaligned bounds; B starts in the page where A ends; C is
+    // tiny; D on the heap; E of 0 bytes.
+    std::vector<Region> regs(5);
+    regs[0].ptr = arena + 100;
+    regs[0].bytes = 10 * kPage + 333;
+    regs[1].ptr = regs[0].ptr + regs[0].bytes + 17;
+    regs[1].bytes = 40 * kPage + 5;
+    regs[2].ptr = arena + 120 * kPage + kPage - 3;
+    regs[2].bytes = 7;
+    std::vector<uint8_t> heap(3 * kPage + 99, 7);
+    regs[3].ptr = heap.data();
+    regs[3].bytes = heap.size();
+    regs[4].ptr = arena + 200 * kPage;
+    regs[4].bytes = 0;
+    for (Region& r : regs) {
+      r.handle = t->Register(r.ptr, r.bytes);
+      EXPECT_EQ(t->untracked_reason(r.handle), forced_off ? t->reason() : "");
+    }
+    auto first = t->Collect();
+    for (Region& r : regs) {
+      EXPECT_TRUE(first[r.handle].whole) << "the first Collect after Register is whole";
+      CheckAndSnap(&r, first[r.handle], "first");
+    }
+    for (int round = 0; round < 120; ++round) {
+      const std::string what = "round " + std::to_string(round);
+      const int kind = static_cast<int>(rnd(8));
+      Region& r = regs[rnd(4)];
+      switch (kind) {
+        case 0:  // single bytes anywhere in the arena (inside or between regions)
+          for (int i = 0, n = 1 + static_cast<int>(rnd(20)); i < n; ++i) {
+            arena[rnd(arena_pages * kPage)] ^= static_cast<uint8_t>(1 + rnd(255));
+          }
+          break;
+        case 1: {  // a span across pages of one region
+          const size_t off = rnd(r.bytes), len = 1 + rnd(std::min<size_t>(r.bytes - off, 5 * kPage));
+          for (size_t i = 0; i < len; ++i) r.ptr[off + i] = static_cast<uint8_t>(rng());
+          break;
+        }
+        case 2:  // every region whole (twice in a row makes them hot)
+          for (Region& x : regs) {
+            for (size_t i = 0; i < x.bytes; ++i) x.ptr[i] += 1;
+          }
+          break;
+        case 3:  // nothing
+          break;
+        case 4: {  // the first and last byte only (partial pages)
+          if (r.bytes > 0) {
+            r.ptr[0] ^= 0x5a;
+            r.ptr[r.bytes - 1] ^= 0xa5;
+          }
+          break;
+        }
+        case 5: {  // discarded pages of the arena (zeros without a write)
+          const size_t p = rnd(arena_pages - 4);
+          ASSERT_EQ(madvise(arena + p * kPage, (1 + rnd(3)) * kPage, MADV_DONTNEED), 0);
+          break;
+        }
+        case 6: {  // re-protected with another size (and pointer, for A and B)
+          if (&r == &regs[3]) break;
+          t->Unregister(r.handle);
+          if (&r == &regs[0]) r.bytes = 1 + rnd(12 * kPage);
+          if (&r == &regs[1]) {
+            r.ptr = arena + 60 * kPage + rnd(kPage);
+            r.bytes = 1 + rnd(50 * kPage);
+          }
+          if (&r == &regs[2]) r.bytes = 1 + rnd(kPage);
+          r.handle = t->Register(r.ptr, r.bytes);
+          r.snap.clear();
+          break;
+        }
+        case 7:  // the same value written again (a write, no change)
+          if (r.bytes > 0) r.ptr[rnd(r.bytes)] = r.ptr[rnd(r.bytes)];
+          break;
+      }
+      auto got = t->Collect();
+      ASSERT_EQ(got.size(), regs.size()) << what;
+      for (Region& x : regs) {
+        const Dirty& d = got[x.handle];
+        if (x.snap.size() != x.bytes) {  // just re-registered
+          EXPECT_TRUE(d.whole) << what << ": re-registered ranges are whole once";
+          CheckAndSnap(&x, d, what);
+          continue;
+        }
+        if (forced_off) {
+          EXPECT_TRUE(d.whole) << what;
+        }
+        const size_t reported = CheckAndSnap(&x, d, what + " region " + std::to_string(&x - regs.data()));
+        // (The heap region D shares its first and last pages with the
+        // allocations of this test itself: those are written every round.)
+        if (!forced_off && kind == 3 && &x != &regs[3] && !d.whole) {
+          EXPECT_EQ(reported, 0u) << what << ": nothing was written, region " << (&x - regs.data()) << " at " << static_cast<void*>(x.ptr) << " +" << x.bytes << " first range " << (d.ranges.empty() ? 0 : d.ranges[0].offset) << "+" << (d.ranges.empty() ? 0 : d.ranges[0].len);
+        }
+        if (!forced_off && kind == 4 && &x == &r && x.bytes > 2 * kPage && &x != &regs[1] && !d.whole) {
+          EXPECT_LE(reported, 2 * kPage) << what << ": two bytes, at most their two pages";
+        }
+      }
+    }
+    for (Region& r : regs) t->Unregister(r.handle);
+    munmap(arena, arena_pages * kPage);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DirtyPages, DirtyPagesProperty, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "ForcedOff" : "Tracking"; });
+
+// Memory whose mapping is replaced under a registration (munmap + mmap at
+// the same address): reported whole, then tracked again.
+TEST(DirtyPages, RemappedMemoryIsWholeThenTrackedAgain) {
+  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
+  auto t = Tracker::Create(nullptr);
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  const size_t len = 8 * kPage;
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  const int h = t->Register(m + 10, len - 20);
+  EXPECT_TRUE(t->Collect()[h].whole);
+  ASSERT_EQ(munmap(m, len), 0);
+  ASSERT_EQ(mmap(m, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), m);
+  m[3 * kPage] = 9;
+  EXPECT_TRUE(t->Collect()[h].whole) << "a new mapping at the same address";
+  auto quiet = t->Collect()[h];
+  EXPECT_FALSE(quiet.whole);
+  EXPECT_TRUE(quiet.ranges.empty());
+  m[5 * kPage + 1] = 1;
+  auto one = t->Collect()[h];
+  ASSERT_FALSE(one.whole);
+  ASSERT_EQ(one.ranges.size(), 1u);
+  EXPECT_EQ(one.ranges[0].offset, 5 * kPage - 10);
+  EXPECT_EQ(one.ranges[0].len, kPage);
+  t->Unregister(h);
+  munmap(m, len);
+}
+
+// Shared memory cannot be registered (only private anonymous memory is):
+// that region is whole at every Collect, the others stay tracked.
+TEST(DirtyPages, SharedMappingIsCopiedWhole) {
+  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
+  auto t = Tracker::Create(nullptr);
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  auto* s = static_cast<uint8_t*>(mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(s, MAP_FAILED);
+  std::vector<uint8_t> heap(4 * kPage);
+  const int hs = t->Register(s, 4 * kPage), hh = t->Register(heap.data(), heap.size());
+  EXPECT_NE(t->untracked_reason(hs), "");
+  EXPECT_EQ(t->untracked_reason(hh), "");
+  t->Collect();
+  auto d = t->Collect();
+  EXPECT_TRUE(d[hs].whole);
+  EXPECT_FALSE(d[hh].whole);
+  munmap(s, 4 * kPage);
+}
+
+// A child of fork() has no registrations: its first Collect is whole, then
+// it tracks on its own; the parent's tracking is unaffected.
+TEST(DirtyPages, ForkedChildStartsWhole) {
+  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
+  auto t = Tracker::Create(nullptr);
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  std::vector<uint8_t> buf(16 * kPage, 1);
+  const int h = t->Register(buf.data(), buf.size());
+  t->Collect();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int bad = 0;
+    if (!t->Collect()[h].whole) bad |= 1;
+    buf[2 * kPage + 5] = 3;
+    auto d = t->Collect()[h];
+    if (t->mode() == Tracker::Mode::kUffdAsync &&
+        (d.whole || d.ranges.size() != 1 || d.ranges[0].offset > 2 * kPage + 5)) {
+      bad |= 2;
+    }
+    _exit(bad);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  buf[7 * kPage] = 4;  // written after the fork (the page is copy-on-write now)
+  auto d = t->Collect()[h];
+  ASSERT_FALSE(d.whole);
+  ASSERT_EQ(d.ranges.size(), 1u);
+  EXPECT_EQ(d.ranges[0].offset, 7 * kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1)));
+}
+
+// Kernel parts refused one by one: the tracker falls back (with a reason)
+// and reports every range whole.
+class RefusingOs final : public Os {
+ public:
+  explicit RefusingOs(int what) : what_(what) {}
+  Result<int> Userfaultfd(int flags) override {
+    if (what_ == 0) return Status::Error(EPERM, "userfaultfd");
+    return Os::Default()->Userfaultfd(flags);
+  }
+  Result<long> Ioctl(int fd, unsigned long request, void* arg) override {
+    if (what_ == 1 && request == PAGEMAP_SCAN) return Status::Error(ENOTTY, "ioctl");
+    if (what_ == 2 && request == UFFDIO_API) {
+      static_cast<uffdio_api*>(arg)->features = 0;  // as a 6.1 kernel answers
+      return Status::Error(EINVAL, "ioctl");
+    }
+    return Os::Default()->Ioctl(fd, request, arg);
+  }
+
+ private:
+  int what_;
+};
+
+TEST(DirtyPages, RefusedKernelPartsFallBack) {
+  const char* expect[] = {"vm.unprivileged_userfaultfd", "PAGEMAP_SCAN", "UFFDIO_API"};
+  for (int what = 0; what < 3; ++what) {
+    RefusingOs os(what);
+    auto t = Tracker::Create(nullptr, &os);
+    EXPECT_EQ(t->mode(), Tracker::Mode::kWhole) << what;
+    EXPECT_NE(t->reason().find(expect[what]), std::string::npos) << t->reason();
+    std::vector<uint8_t> buf(3 * kPage);
+    const int h = t->Register(buf.data(), buf.size());
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(t->Collect()[h].whole);
+  }
+}
+
+}  // namespace
+}  // namespace dlckpt::dirty
+
+namespace dlckpt::dirty {
+namespace {
+
+// Pages discarded with MADV_DONTNEED read as zeros without any write: they
+// are reported, once.
+TEST(DirtyPages, DiscardedPagesAreReported) {
+  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
+  auto t = Tracker::Create(nullptr);
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  const size_t len = 8 * kPage;
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  std::memset(m, 0x77, len);
+  const int h = t->Register(m, len);
+  t->Collect();
+  EXPECT_TRUE(t->Collect()[h].ranges.empty());
+  ASSERT_EQ(madvise(m + 2 * kPage, 2 * kPage, MADV_DONTNEED), 0);
+  ASSERT_EQ(m[2 * kPage], 0);
+  auto d = t->Collect()[h];
+  ASSERT_FALSE(d.whole);
+  ASSERT_EQ(d.ranges.size(), 1u);
+  EXPECT_EQ(d.ranges[0].offset, 2 * kPage);
+  EXPECT_EQ(d.ranges[0].len, 2 * kPage);
+  EXPECT_TRUE(t->Collect()[h].ranges.empty()) << "reported once";
+  m[3 * kPage] = 1;
+  d = t->Collect()[h];
+  ASSERT_EQ(d.ranges.size(), 1u);
+  EXPECT_EQ(d.ranges[0].offset, 3 * kPage);
+  t->Unregister(h);
+  munmap(m, len);
+}
+
+}  // namespace
+}  // namespace dlckpt::dirty
+
+namespace dlckpt::dirty {
+namespace {
+
+// A range rewritten almost whole twice in a row is left unprotected (whole)
+// for kHotCollects Collects, then tracked precisely again.
+TEST(DirtyPages, HotRangeIsWholeThenTrackedAgain) {
+  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
+  auto t = Tracker::Create(nullptr);
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  const size_t len = 32 * kPage;
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  Region r;
+  r.ptr = m + 5;
+  r.bytes = len - 10;
+  r.handle = t->Register(r.ptr, r.bytes);
+  CheckAndSnap(&r, t->Collect()[r.handle], "first");
+  int whole = 0;
+  for (int i = 0; i < 40; ++i) {
+    const std::string what = "collect " + std::to_string(i);
+    if (i < 2) std::memset(r.ptr, i + 1, r.bytes);              // hot
+    if (i >= 2 && i % 3 == 0) r.ptr[(i * 7919) % r.bytes] ^= 1;  // then sparse
+    Dirty d = t->Collect()[r.handle];
+    whole += d.whole ? 1 : 0;
+    const size_t reported = CheckAndSnap(&r, d, what);
+    if (i >= 2 + 8 + 1 && !d.whole) {
+      EXPECT_LE(reported, kPage) << what << ": tracked precisely again";
+    }
+  }
+  EXPECT_GE(whole, 8);
+  EXPECT_LE(whole, 9);
+  munmap(m, len);
+}
+
+}  // namespace
+}  // namespace dlckpt::dirty
+
+namespace dlckpt::dirty {
+namespace {
+
+// Writes the kernel makes on the process's behalf (read(2) into the region,
+// as an MPI library's shared-memory or socket path does) succeed and count,
+// on a present page and on a page never touched.
+TEST(DirtyPages, KernelWritesAreReported) {
+  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
+  auto t = Tracker::Create(nullptr);
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  const size_t len = 8 * kPage;
+  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(m, MAP_FAILED);
+  std::memset(m, 1, 4 * kPage);  // pages 4..7 never touched
+  const int h = t->Register(m, len);
+  t->Collect();
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  const char msg[] = "written by the kernel";
+  for (size_t page : {2u, 6u}) {
+    ASSERT_EQ(write(p[1], msg, sizeof msg), static_cast<ssize_t>(sizeof msg));
+    ASSERT_EQ(read(p[0], m + page * kPage + 100, sizeof msg), static_cast<ssize_t>(sizeof msg));
+    EXPECT_EQ(std::memcmp(m + page * kPage + 100, msg, sizeof msg), 0);
+    auto d = t->Collect()[h];
+    ASSERT_FALSE(d.whole);
+    ASSERT_EQ(d.ranges.size(), 1u) << "page " << page;
+    EXPECT_EQ(d.ranges[0].offset, page * kPage);
+    EXPECT_EQ(d.ranges[0].len, kPage);
+  }
+  close(p[0]);
+  close(p[1]);
+  t->Unregister(h);
+  munmap(m, len);
+}
+
+}  // namespace
+}  // namespace dlckpt::dirty

@@ -57,8 +57,15 @@ bool Trace() {
 dirty::Tracker& Tracker() {
   Table& t = T();
   if (!t.tracker) {
-    t.tracker = dirty::Tracker::Create(std::getenv("DLCKPT_DIRTY_TRACKING"));
-    t.tracker->SayOnce();
+    // Opt-in (DLCKPT_DIRTY_TRACKING=on): writes the MMU never sees (a NIC's
+    // RDMA into a registered region, another process through shared pages)
+    // would be missed, and a write fault per page costs more than the copy
+    // it saves on this platform (bench/README.md "Dirty pages").
+    const char* v = std::getenv("DLCKPT_DIRTY_TRACKING");
+    const bool on = v != nullptr && (strcasecmp(v, "on") == 0 || strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 ||
+                                     strcasecmp(v, "true") == 0);
+    t.tracker = dirty::Tracker::Create(on ? nullptr : (v != nullptr && *v != '\0' ? v : "off"));
+    if (on) t.tracker->SayOnce();
   }
   return *t.tracker;
 }

@@ -6,6 +6,11 @@
 #     naming both MPIs and -DDLCKPT_MPI=openmpi (Debian's mpi4py is Open MPI;
 #     skipped when mpi4py is missing or uses dlckpt's MPI), and so does
 #     init() with both MPI libraries mapped (mpi4py imported under the preload);
+#  4. the C library itself: dlckpt_init_f in a process that also loaded the
+#     other MPI's library fails with ENOTSUP and a message naming both
+#     libraries, before any MPI call (whatever MPI the build uses);
+#  5. the preload's MPI_Init_thread refuses the same (mpi4py's import under
+#     the preload of an MPICH build), before either MPI starts.
 set -uo pipefail
 bin=$1 py=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,4 +62,30 @@ else
   echo "no mpi4py: mismatch not tested"
 fi
 
+# 4.
+if [ "$flavor" = openmpi ]; then other_lib=libmpich.so.12; else other_lib=libmpi.so.40; fi
+out=$(LD_PRELOAD="$libdir/libdlckpt_preload.so:$libdir/libdlckpt_api.so" DLCKPT_JOB=pypkg$$ "$py" -c '
+import ctypes, os, sys
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+api = ctypes.CDLL(None, use_errno=True)
+api.dlckpt_last_error.restype = ctypes.c_char_p
+rc = api.dlckpt_init_f(0)
+print("rc", rc, "errno", os.strerror(ctypes.get_errno()))
+print(api.dlckpt_last_error().decode())' "$other_lib" 2>&1)
+rm -f /dev/shm/dlckpt.pypkg$$.*
+grep -q "^rc -1 errno Operation not supported" <<<"$out" || fail "dlckpt_init_f with two MPIs: $out"
+grep -q "^dlckpt_init: two MPI libraries in one process: MPICH (.*libmpich.so.12.*) and Open MPI (.*libmpi.so.40.*); dlckpt is built with $mine.*-DDLCKPT_MPI=openmpi" \
+  <<<"$out" || fail "dlckpt_init_f's message: $out"
+echo "C: ${out#*$'\n'}"
+
+# 5. The preload's MPI_Init_thread: mpi4py importing (and initialising) the
+#    other MPI under the preload fails with the message, not inside that MPI.
+if "$py" -c 'import mpi4py' 2>/dev/null && [ "$flavor" = mpich ]; then
+  out=$(LD_PRELOAD="$libdir/libdlckpt_preload.so:$libdir/libdlckpt_api.so" DLCKPT_JOB=pypkg$$ \
+        "$py" -c 'from mpi4py import MPI' 2>&1) && fail "importing mpi4py (Open MPI) under the MPICH preload succeeded"
+  rm -f /dev/shm/dlckpt.pypkg$$.*
+  grep -q "^dlckpt: libdlckpt_preload.so: MPI_Init_thread: two MPI libraries in one process: MPICH (.*) and Open MPI (.*); dlckpt is built with MPICH.*-DDLCKPT_MPI=openmpi" \
+    <<<"$out" || fail "mpi4py under the preload: $out"
+  echo "mpi4py under the preload: $(head -1 <<<"$out")"
+fi
 echo "package_test: ok ($flavor)"

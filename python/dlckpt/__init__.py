@@ -288,7 +288,11 @@ def init(comm=None):
     comm None, on MPI_COMM_WORLD: mpi4py's if mpi4py.MPI is imported, else
     the MPI of the C library, which init() then initialises (MPI_Init_thread,
     FUNNELED) and finalize() finalises. Raises RuntimeError for a second MPI
-    in the process or missing preload, DlckptError if dlckpt_init fails."""
+    in the process or missing preload, DlckptError if dlckpt_init fails.
+    At the interpreter's exit, finalize() runs if it was not called; an
+    uncaught exception (sys.excepthook; not SystemExit) instead aborts the job
+    with MPI_Abort when init() started MPI (`python3 -m mpi4py` does the same
+    for mpi4py), so that no other rank waits for this one forever."""
     if _s.initialized:
         raise RuntimeError("dlckpt.init: already initialised")
     mpi = sys.modules.get("mpi4py.MPI")

@@ -16,8 +16,9 @@ r, n = dlckpt.rank(), dlckpt.size()
 
 
 def check(what, cond):
+    # An uncaught exception (not SystemExit) aborts the whole job: no rank waits.
     if not cond:
-        raise SystemExit("rank %d: FAIL: %s" % (r, what))
+        raise AssertionError("rank %d: FAIL: %s" % (r, what))
 
 
 check("restarted_epoch of a fresh run", dlckpt.restarted_epoch() == 0)

@@ -2,6 +2,8 @@
 # run_test.sh BIN_DIR PYTHON roundtrip SCRIPT
 #   SCRIPT (roundtrip.py) under dlckpt-run --preload on 2 virtual nodes and
 #   a spare: every rank must print "roundtrip ok".
+# run_test.sh BIN_DIR PYTHON abort SCRIPT
+#   SCRIPT (abort.py: rank 1 raises) on 2 nodes must end the run, not hang.
 # run_test.sh BIN_DIR PYTHON nodekill SCRIPT ARGS...
 #   SCRIPT (heat.py) failure-free under dlckpt-run --preload on 4 nodes and a
 #   spare, then with vn1 killed right after checkpoint 3: the recovered run
@@ -26,6 +28,16 @@ roundtrip)
   [ "$(grep -c "^rank [01]: roundtrip ok" "$out")" = 2 ] || fail "not every rank ended ok"
   left "$job"
   echo "roundtrip ($flavor, ${pyrun[*]}): ok" ;;
+abort)
+  start=$(date +%s)
+  timeout -k 5 60 "$bin/dlckpt-run" --job "$job" --nodes 2 --spares 1 --preload -- \
+    "${pyrun[@]}" "$script" "$@" >"$out" 2>&1 && fail "dlckpt-run exited 0"
+  rc=$?
+  [ "$rc" = 124 ] || [ "$rc" = 137 ] && fail "the run hung (timeout)"
+  grep -q "ValueError: rank 1 gives up" "$out" || fail "no traceback"
+  grep -q "not reached" "$out" && fail "a rank went past the checkpoint"
+  left "$job"
+  echo "abort ($flavor, ${pyrun[*]}): ok (dlckpt-run exited $rc after $(( $(date +%s) - start )) s)" ;;
 nodekill)
   timeout -k 5 120 "$bin/dlckpt-run" --job "${job}ref" --nodes 4 --spares 1 --preload -- \
     "${pyrun[@]}" "$script" "$@" >"$out" 2>&1 || fail "the failure-free run: dlckpt-run exited $?"

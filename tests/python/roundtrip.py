@@ -2,7 +2,7 @@
 of ranks). Arrays saved with save/save_arrays are read back after each of
 two checkpoints, epochs and the reduction are checked, bad names and missing
 files raise. Uses mpi4py's COMM_WORLD when mpi4py.MPI is already imported
-(run as `python3 -m mpi4py roundtrip.py`), else the package's own MPI init.
+(tests/python/with_mpi4py.py), else the package's own MPI init.
 Prints "rank R: roundtrip ok" per rank."""
 import sys
 

@@ -8,7 +8,7 @@
 #   SCRIPT (heat.py) failure-free under dlckpt-run --preload on 4 nodes and a
 #   spare, then with vn1 killed right after checkpoint 3: the recovered run
 #   must restart from a checkpoint and print the same checksum.
-# Ranks start as "$PYTHON SCRIPT", or "$PYTHON -m mpi4py SCRIPT" (common.sh).
+# Ranks start as "$PYTHON SCRIPT", or "$PYTHON with_mpi4py.py SCRIPT" (common.sh).
 # Processes, stores and run directories of the jobs are removed at the end.
 set -uo pipefail
 bin=$1 py=$2 what=$3 script=$4

@@ -348,6 +348,8 @@ ENTRY_POINT(VA_PTR(cmd), int, fcntl64, (int fd, int cmd, ...),
 ENTRY_POINT(VA_PTR(request), int, ioctl, (int fd, unsigned long request, ...),
             !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ioctl(fd, request, arg, &r), (fd, request, arg))
 INTERCEPT_FD(int, flock, (int fd, int op), dlckpt_ic_flock(fd, op, &r), (fd, op))
+INTERCEPT_FD(int, lockf, (int fd, int cmd, off_t len), dlckpt_ic_lockf(fd, cmd, &r), (fd, cmd, len))
+INTERCEPT_FD(int, lockf64, (int fd, int cmd, off64_t len), dlckpt_ic_lockf(fd, cmd, &r), (fd, cmd, len))
 INTERCEPT_FD(int, isatty, (int fd), dlckpt_ic_isatty(fd, &r), (fd))
 
 /* posix_fallocate returns the error number and leaves errno alone. */

@@ -4,7 +4,7 @@ Run twice under LD_PRELOAD=libdlckpt_preload.so with one DLCKPT_JOB (no MPI:
 the preload serves the store named from the environment). `write` makes a
 tree under DIR (a /dlckpt path) with the calls CPython and numpy make for
 files: open/os.open (open64, __open64_2), read/readinto, write, lseek64,
-fstat64, close, isatty, fcntl, stat/lstat, scandir (readdir64, fstatat64
+fstat64, close, isatty, fcntl, lockf64, stat/lstat, scandir (readdir64, fstatat64
 through DirEntry), rename/replace, unlink, ftruncate/truncate, fsync,
 sendfile (shutil), os.pread/pwrite, openat/fstatat/unlinkat on
 directory descriptors (shutil.rmtree), mkstemp, os.dup and fdopen (numpy.fromfile), and
@@ -63,6 +63,11 @@ if mode == "write":
     step("os.write", os.write(fd, b"0123456789") == 10)
     step("os.pwrite", os.pwrite(fd, b"ab", 2) == 2)
     os.fsync(fd)
+    # os.lockf (lockf64): locks succeed, as fcntl and flock locks do (the
+    # store has one owner process).
+    os.lockf(fd, os.F_TLOCK, 0)
+    step("os.lockf F_TEST", os.lockf(fd, os.F_TEST, 0) is None)
+    os.lockf(fd, os.F_ULOCK, 0)
     step("os.get_inheritable", os.get_inheritable(fd) is False)
     os.close(fd)
     fd = os.open(top + "/sub/raw", os.O_RDONLY)

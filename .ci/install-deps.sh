@@ -13,7 +13,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libfuse3-dev fuse3 \
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev \
   clang libclang-rt-14-dev \
-  fio iproute2 python3 help2man \
+  fio iproute2 python3 python3-numpy help2man \
   glusterfs-server glusterfs-client \
   slurm-wlm munge >/dev/null
 echo "install-deps: done"

@@ -25,6 +25,8 @@
 #   share/dlckpt/           dlckpt.flags (mpicc @file recipe for this prefix),
 #                           demo.sh
 #   share/man/man1/         a man page per tool and compiler wrapper (help2man)
+#   lib/python3/dist-packages/dlckpt/  the Python package (DLCKPT_INSTALL_PYTHONDIR)
+#   share/dlckpt/python/    its example, heat.py
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -283,6 +285,24 @@ install(CODE "
   message(STATUS \"Installing: \${_dir}/dlckpt.flags\")
 ")
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/apps/demo.sh DESTINATION ${CMAKE_INSTALL_DATADIR}/dlckpt)
+
+# --- The Python package (python/dlckpt) in DLCKPT_INSTALL_PYTHONDIR, the
+# directory Debian's python3 reads for /usr (`lib/python3/dist-packages`,
+# not version-specific, so the .deb serves every Python 3). Under another
+# prefix P, PYTHONPATH=P/lib/python3/dist-packages (Debian's python3 reads
+# /usr/local/lib/python3.X/dist-packages for /usr/local: set
+# -DDLCKPT_INSTALL_PYTHONDIR=lib/python3.11/dist-packages to land there). Its
+# _build.py names the library directory relative to the package, so the
+# prefix may move. The example goes to share/dlckpt/python/.
+set(DLCKPT_INSTALL_PYTHONDIR "lib/python3/dist-packages" CACHE STRING
+    "where the dlckpt Python package is installed, relative to the prefix")
+file(RELATIVE_PATH DLCKPT_PYTHON_LIBDIR "/prefix/${DLCKPT_INSTALL_PYTHONDIR}/dlckpt"
+     "/prefix/${CMAKE_INSTALL_LIBDIR}")
+configure_file(${PROJECT_SOURCE_DIR}/python/dlckpt/_build.py.in
+               ${PROJECT_BINARY_DIR}/python-install/_build.py @ONLY)
+install(FILES ${PROJECT_SOURCE_DIR}/python/dlckpt/__init__.py ${PROJECT_BINARY_DIR}/python-install/_build.py
+        DESTINATION ${DLCKPT_INSTALL_PYTHONDIR}/dlckpt)
+install(FILES ${PROJECT_SOURCE_DIR}/python/examples/heat.py DESTINATION ${CMAKE_INSTALL_DATADIR}/dlckpt/python)
 
 # --- The CMake package.
 string(REPLACE ";" " " DLCKPT_WRAP_LIST "${DLCKPT_INTERCEPT_WRAP_FLAGS}")

@@ -33,5 +33,5 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
   "libc6 (>= 2.36), libstdc++6, libgcc-s1, libgfortran5, ${_dlckpt_deb_mpi}, libisal2, liblz4-1, libfuse3-3, fuse3")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "${_dlckpt_deb_mpi_dev}, libisal-dev, liblz4-dev, pkg-config, gfortran, g++")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake, python3-numpy")  # the Python package's save/load
 include(CPack)

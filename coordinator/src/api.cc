@@ -19,7 +19,9 @@
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/events.h"
 #include "dlckpt/base/mpi.h"
+#include "dlckpt/base/mpi_libraries.h"
 #include "dlckpt/base/names.h"
+#include "dlckpt/base/version.h"
 #include "dlckpt/control/checkpoint_round.h"
 #include "dlckpt/control/client.h"
 #include "dlckpt/intercept/intercept.h"
@@ -104,6 +106,17 @@ class ProcessRoundStore final : public control::RoundStore {
  private:
   memfs::Store* store_;
 };
+
+// ENOTSUP naming both libraries and the fix when the process maps MPICH's
+// and Open MPI's library (dlckpt/base/mpi_libraries.h): checked before any
+// MPI call, whose handle would mean something else in the other library.
+Status CheckOneMpi() {
+  char msg[3 * PATH_MAX];
+  if (dlckpt_two_mpi_libraries(DLCKPT_MPI_FLAVOR, msg, sizeof msg)) {
+    return Status::Unsupported(std::string("dlckpt_init: ") + msg);
+  }
+  return Status::OK();
+}
 
 Status Init(MPI_Comm comm) {
   State& st = S();
@@ -312,10 +325,19 @@ Status Finalize() {
 extern "C" {
 
 int dlckpt_init(MPI_Comm comm) {
-  return dlckpt::api::Guarded([&] { return dlckpt::api::Init(comm); });
+  return dlckpt::api::Guarded([&] {
+    DLCKPT_RETURN_IF_ERROR(dlckpt::api::CheckOneMpi());
+    return dlckpt::api::Init(comm);
+  });
 }
 
-int dlckpt_init_f(MPI_Fint comm) { return dlckpt_init(MPI_Comm_f2c(comm)); }
+// MPI_Comm_f2c is a function call in Open MPI: the check comes first.
+int dlckpt_init_f(MPI_Fint comm) {
+  return dlckpt::api::Guarded([&] {
+    DLCKPT_RETURN_IF_ERROR(dlckpt::api::CheckOneMpi());
+    return dlckpt::api::Init(MPI_Comm_f2c(comm));
+  });
+}
 
 int dlckpt_checkpoint(void) {
   return dlckpt::api::Guarded([] { return dlckpt::api::Checkpoint(); });

@@ -57,6 +57,7 @@ int dlckpt_ic_dup3(int oldfd, int newfd, int flags, int is_dup2, int* out);
 int dlckpt_ic_fcntl(int fd, int cmd, void* arg, int* out);
 int dlckpt_ic_ioctl(int fd, unsigned long request, void* arg, int* out);
 int dlckpt_ic_flock(int fd, int op, int* out);
+int dlckpt_ic_lockf(int fd, int cmd, int* out);
 int dlckpt_ic_isatty(int fd, int* out);
 int dlckpt_ic_fchmod(int fd, mode_t mode, int* out);
 /* fallocate semantics (-1/errno); posix_fallocate callers convert. */

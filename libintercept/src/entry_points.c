@@ -33,6 +33,10 @@
 #include <utime.h>
 
 #include "core_c.h"
+#if !defined(DLCKPT_MODE_WRAP)  /* the preload's MPI_Init interposers */
+#include "dlckpt/base/mpi_libraries.h"
+#include "dlckpt/base/version.h"
+#endif
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
@@ -344,6 +348,8 @@ ENTRY_POINT(VA_PTR(cmd), int, fcntl64, (int fd, int cmd, ...),
 ENTRY_POINT(VA_PTR(request), int, ioctl, (int fd, unsigned long request, ...),
             !DLCKPT_NO_MEMFS_FDS() && dlckpt_ic_ioctl(fd, request, arg, &r), (fd, request, arg))
 INTERCEPT_FD(int, flock, (int fd, int op), dlckpt_ic_flock(fd, op, &r), (fd, op))
+INTERCEPT_FD(int, lockf, (int fd, int cmd, off_t len), dlckpt_ic_lockf(fd, cmd, &r), (fd, cmd, len))
+INTERCEPT_FD(int, lockf64, (int fd, int cmd, off64_t len), dlckpt_ic_lockf(fd, cmd, &r), (fd, cmd, len))
 INTERCEPT_FD(int, isatty, (int fd), dlckpt_ic_isatty(fd, &r), (fd))
 
 /* posix_fallocate returns the error number and leaves errno alone. */
@@ -779,7 +785,26 @@ static void* dlckpt_resolve_mpi(const char* name, void* self) {
   abort();
 }
 
+/* Two MPI libraries in the process (dlckpt/base/mpi_libraries.h: a Python
+ * whose mpi4py loaded Open MPI under a preloaded MPICH dlckpt) would bind
+ * the application's MPI calls to either: MPI_Init then says so on stderr and
+ * fails with MPI_ERR_OTHER (15 in MPICH, 16 in Open MPI; dlckpt's MPI's
+ * value) without starting either MPI. mpi4py raises it at import. */
+static int dlckpt_two_mpis(const char* fn) {
+  static char msg[3 * PATH_MAX];
+  if (!dlckpt_two_mpi_libraries(DLCKPT_MPI_FLAVOR, msg, sizeof msg)) return 0;
+  static const char head[] = "dlckpt: libdlckpt_preload.so: ";
+  (void)!write(2, head, sizeof head - 1);
+  (void)!write(2, fn, strlen(fn));
+  (void)!write(2, ": ", 2);
+  (void)!write(2, msg, strlen(msg));
+  (void)!write(2, "\n", 1);
+  return strcmp(DLCKPT_MPI_FLAVOR, "openmpi") == 0 ? 16 : 15;
+}
+
 int MPI_Init(int* argc, char*** argv) {
+  int refused = dlckpt_two_mpis("MPI_Init");
+  if (refused != 0) return refused;
   static __typeof__(&MPI_Init) real;
   __typeof__(&MPI_Init) f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
   if (f == NULL) {
@@ -792,6 +817,8 @@ int MPI_Init(int* argc, char*** argv) {
 }
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  int refused = dlckpt_two_mpis("MPI_Init_thread");
+  if (refused != 0) return refused;
   static __typeof__(&MPI_Init_thread) real;
   __typeof__(&MPI_Init_thread) f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
   if (f == NULL) {

@@ -545,6 +545,31 @@ int dlckpt_ic_flock(int fd, int op, int* out) {
   });
 }
 
+// lockf as glibc's (F_SETLK/F_GETLK of a write lock) on a memfs handle:
+// F_LOCK/F_TLOCK need a descriptor open for writing (EBADF), F_ULOCK and
+// F_TEST succeed (nobody else can hold a lock: the store has one owner
+// process), another cmd is EINVAL.
+int dlckpt_ic_lockf(int fd, int cmd, int* out) {
+  return OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) {
+    if (AcceptUnlessPath(f, err) != 0) return -1;
+    switch (cmd) {
+      case F_LOCK:
+      case F_TLOCK:
+        if ((f.status_flags.load() & O_ACCMODE) == O_RDONLY) {
+          err = EBADF;
+          return -1;
+        }
+        return 0;
+      case F_ULOCK:
+      case F_TEST:
+        return 0;
+      default:
+        err = EINVAL;
+        return -1;
+    }
+  });
+}
+
 int dlckpt_ic_isatty(int fd, int* out) {
   int handled = OnFd(fd, out, [&](StoreRef&, OpenFile& f, int& err) -> int {
     err = f.kind == Kind::kPath ? EBADF : ENOTTY;

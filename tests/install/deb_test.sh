@@ -2,7 +2,8 @@
 # deb_test.sh BUILD_DIR WORK — the .deb (cpack -G DEB, the same install rules
 # as `cmake --install`) carries what issue 36 added: dlckpt-ior, the compiler
 # wrappers and their man pages, dlckpt-ior's man page; and its dlckpt.flags
-# names /usr. Packages into WORK (removed at the end).
+# names /usr; the Python package is where Debian's python3 looks for
+# /usr. Packages into WORK (removed at the end).
 set -euo pipefail
 build=$1 work=$2
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -32,4 +33,17 @@ fi
 dpkg-deb -x "$deb" "$work/root"
 grep -qF -- "--whole-archive /usr/lib" "$work/root/usr/share/dlckpt/dlckpt.flags" ||
   fail "the package's dlckpt.flags does not name /usr: $(cat "$work/root/usr/share/dlckpt/dlckpt.flags")"
+# The Python package, where Debian's python3 finds it for /usr, naming the
+# package's own library directory (relative: it follows the extracted tree).
+for f in usr/lib/python3/dist-packages/dlckpt/__init__.py usr/lib/python3/dist-packages/dlckpt/_build.py \
+         usr/share/dlckpt/python/heat.py; do
+  grep -q " \./$f\$" "$work/list" || fail "$f is not in $deb"
+done
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 -c 'import sys; sys.exit("/usr/lib/python3/dist-packages" not in sys.path)' ||
+    fail "/usr/bin/python3 does not read /usr/lib/python3/dist-packages"
+fi
+lib=$(PYTHONPATH="$work/root/usr/lib/python3/dist-packages" python3 -c 'import dlckpt; print(dlckpt.library_path())') ||
+  fail "import dlckpt from the package's tree"
+[ -f "$lib" ] && [ "${lib#"$work/root/usr/lib"}" != "$lib" ] || fail "the package's dlckpt loads $lib, not its own"
 echo "deb_test: ok ($(basename "$deb"))"

@@ -64,4 +64,14 @@ if command -v help2man >/dev/null; then
   done
   grep -q -- 'transfer' share/man/man1/dlckpt-ior.1 || fail "dlckpt-ior.1 lacks the options"
 fi
+# The Python package (lib/python3/dist-packages) imports from the prefix and
+# loads the prefix's library, whatever the build tree.
+pydir=lib/python3/dist-packages
+for f in $pydir/dlckpt/__init__.py $pydir/dlckpt/_build.py share/dlckpt/python/heat.py; do
+  [ -f "$f" ] || fail "$f is not installed"
+done
+if grep -e "$build" -e "$src" $pydir/dlckpt/_build.py >/dev/null; then fail "_build.py names the build or source tree"; fi
+lib=$(cd / && PYTHONPATH="$prefix/$pydir" python3 -c 'import dlckpt; print(dlckpt.library_path())') ||
+  fail "PYTHONPATH=$prefix/$pydir python3 -c 'import dlckpt'"
+[ "$lib" = "$prefix/$libdir/libdlckpt_api.so" ] || fail "the installed package loads $lib"
 echo "install_test: ok ($prefix, libdir $libdir)"

@@ -24,7 +24,10 @@ extern "C" {
  * when DLCKPT_RESUME=1: dlckpt-run sets it when it relaunches the job after a
  * recovery, and with --resume. Otherwise rank 0 says so on stderr and every
  * such store is removed and created empty (a pointer from
- * dlckpt::intercept::ProcessStore obtained before this call is then invalid). */
+ * dlckpt::intercept::ProcessStore obtained before this call is then invalid).
+ * ENOTSUP, before any MPI call, if the process maps two MPI libraries (MPICH's
+ * and Open MPI's: e.g. an Open MPI mpi4py with a dlckpt built with MPICH);
+ * the message names both and the fix. */
 int dlckpt_init(MPI_Comm comm);
 /* The same for Fortran callers: pass the Fortran communicator handle, e.g.
  *   interface; integer(c_int) function dlckpt_init_f(comm) bind(C)

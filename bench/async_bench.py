@@ -164,13 +164,6 @@ def model_prediction(m, k, mib, compute_s):
 
 
 
-def use_bound_mpi(bindir):
-    """Puts the build's mpi-bin (the MPI dlckpt was built with, cmake/mpi.cmake)
-    first in PATH, so that `mpiexec` is that MPI's whatever PATH holds."""
-    mpi_bin = os.path.join(os.path.abspath(bindir), "..", "mpi-bin")
-    if os.path.isdir(mpi_bin):
-        os.environ["PATH"] = os.path.normpath(mpi_bin) + os.pathsep + os.environ.get("PATH", "")
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default="build/bin")
@@ -188,7 +181,8 @@ def main():
     ap.add_argument("--out", default=None, help="also write the report here")
     ap.add_argument("--smoke", action="store_true", help="4:1 at 8 MiB, 2 iterations, small apps")
     a = ap.parse_args()
-    use_bound_mpi(a.bin)
+    # The MPI dlckpt was built with (build/mpi-bin, cmake/mpi.cmake), not `mpiexec` in PATH.
+    os.environ["PATH"] = os.path.join(os.path.abspath(a.bin), "..", "mpi-bin") + os.pathsep + os.environ["PATH"]
     if a.smoke:
         a.configs, a.mib, a.iters, a.warmup = "4:1", "8", 2, 1
     lines = []

@@ -470,13 +470,6 @@ class Study:
 
 
 
-def use_bound_mpi(bindir):
-    """Puts the build's mpi-bin (the MPI dlckpt was built with, cmake/mpi.cmake)
-    first in PATH, so that `mpiexec` is that MPI's whatever PATH holds."""
-    mpi_bin = os.path.join(os.path.abspath(bindir), "..", "mpi-bin")
-    if os.path.isdir(mpi_bin):
-        os.environ["PATH"] = os.path.normpath(mpi_bin) + os.pathsep + os.environ.get("PATH", "")
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"), help="build/bin of dlckpt")
@@ -504,7 +497,8 @@ def main():
     p.add_argument("--smoke", action="store_true",
                    help="tiny run for CI: 2:1 and 2x2:1, 4 MiB, 1 iteration (figures meaningless)")
     a = p.parse_args()
-    use_bound_mpi(a.bin)
+    # The MPI dlckpt was built with (build/mpi-bin, cmake/mpi.cmake), not `mpiexec` in PATH.
+    os.environ["PATH"] = os.path.join(os.path.abspath(a.bin), "..", "mpi-bin") + os.pathsep + os.environ["PATH"]
     if not re.fullmatch(r"[A-Za-z0-9_-]+", a.job_prefix):
         sys.exit("ckpt-study: --job-prefix: use [A-Za-z0-9_-]")
     if a.smoke:

@@ -160,6 +160,11 @@ void Sweep(uint64_t* d, size_t n, int sweeps) {
 
 }  // namespace
 
+constexpr char kAbout[] =
+    "Checkpoint and encode of protected regions at 1/10/50 % of pages changed against\n"
+    "a full checkpoint, with dirty-page tracking on (DLCKPT_DIRTY_TRACKING=on unless\n"
+    "set), and the cost of tracking while computing; ends with METRIC lines.";
+
 struct Args {
   size_t mib = 64;
   int reps = 3, sweeps = 8, intervals = 20;
@@ -168,10 +173,7 @@ struct Args {
 // dlckpt-bench-dirty's options, filling *a.
 void DefineOptions(CLI::App& app, Args* a) {
   dlckpt::cli::SetUsage(app, "usage: dlckpt-run --nodes N --spares K -- dlckpt-bench-dirty [options]");
-  app.description(
-      "Checkpoint and encode of protected regions at 1/10/50 % of pages changed against\n"
-      "a full checkpoint, with dirty-page tracking on (DLCKPT_DIRTY_TRACKING=on unless\n"
-      "set), and the cost of tracking while computing; ends with METRIC lines.");
+  app.description(kAbout);
   app.add_option("--mib", a->mib, "MiB per rank's region (64)")->check(CLI::PositiveNumber);
   app.add_option("--reps", a->reps, "repetitions of each case; medians reported (3)")->check(CLI::PositiveNumber);
   app.add_option("--sweeps", a->sweeps, "passes of the compute loop per interval (8)")->check(CLI::PositiveNumber);

@@ -271,6 +271,10 @@ std::vector<Tracker::PageRun> Tracker::TrackedPages(int skip) const {
     if (h == skip || !r.untracked.empty() || r.page_begin == r.page_end || r.hot_left > 0) continue;
     runs.push_back(PageRun{r.page_begin, r.page_end});
   }
+  return Disjoint(std::move(runs));
+}
+
+std::vector<Tracker::PageRun> Tracker::Disjoint(std::vector<PageRun> runs) {
   std::sort(runs.begin(), runs.end(), [](const PageRun& a, const PageRun& b) { return a.begin < b.begin; });
   std::vector<PageRun> merged;
   for (const PageRun& p : runs) {
@@ -469,18 +473,7 @@ std::map<int, Dirty> Tracker::Collect() {
       dirty.insert(dirty.end(), found.begin(), found.end());
     }
   }
-  std::sort(dirty.begin(), dirty.end(), [](const PageRun& a, const PageRun& b) { return a.begin < b.begin; });
-  {  // the two scans' runs may overlap: merge them into disjoint runs
-    std::vector<PageRun> merged;
-    for (const PageRun& p : dirty) {
-      if (!merged.empty() && p.begin <= merged.back().end) {
-        merged.back().end = std::max(merged.back().end, p.end);
-      } else {
-        merged.push_back(p);
-      }
-    }
-    dirty = std::move(merged);
-  }
+  dirty = Disjoint(std::move(dirty));  // the two scans' runs may overlap
   for (auto& [h, r] : regs_) {
     Dirty& d = out[h];
     bool in_broken = false;

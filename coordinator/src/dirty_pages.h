@@ -160,6 +160,8 @@ class Tracker {
   void Arm(Reg* r, const std::vector<PageRun>& armed);
   // The union of the pages of the tracked registrations (except `skip`), merged.
   std::vector<PageRun> TrackedPages(int skip) const;
+  // `runs` sorted and merged where they overlap or touch.
+  static std::vector<PageRun> Disjoint(std::vector<PageRun> runs);
   // Reopens the descriptors in a forked child; false: kWhole from now on.
   bool AfterFork();
   // Appends to `out` the page runs of [begin, end) PAGEMAP_SCAN matches.

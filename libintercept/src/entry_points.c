@@ -802,32 +802,37 @@ static int dlckpt_two_mpis(const char* fn) {
   return strcmp(DLCKPT_MPI_FLAVOR, "openmpi") == 0 ? 16 : 15;
 }
 
+/* The next definition of MPI function `name` (resolved once into *slot). */
+static void* dlckpt_real_mpi(void** slot, const char* name, void* self) {
+  void* f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (f == NULL) {
+    f = dlckpt_resolve_mpi(name, self);
+    __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+  }
+  return f;
+}
+
+/* After the real MPI_Init*: the early store once MPI is up; rc unchanged. */
+static int dlckpt_after_mpi_init(int rc) {
+  if (rc == 0) dlckpt_ic_store_early();
+  return rc;
+}
+
 int MPI_Init(int* argc, char*** argv) {
   int refused = dlckpt_two_mpis("MPI_Init");
   if (refused != 0) return refused;
-  static __typeof__(&MPI_Init) real;
-  __typeof__(&MPI_Init) f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-  if (f == NULL) {
-    f = (__typeof__(&MPI_Init))dlckpt_resolve_mpi("MPI_Init", (void*)&MPI_Init);
-    __atomic_store_n(&real, f, __ATOMIC_RELEASE);
-  }
-  int rc = f(argc, argv);
-  if (rc == 0) dlckpt_ic_store_early();
-  return rc;
+  static void* real;
+  __typeof__(&MPI_Init) f = (__typeof__(&MPI_Init))dlckpt_real_mpi(&real, "MPI_Init", (void*)&MPI_Init);
+  return dlckpt_after_mpi_init(f(argc, argv));
 }
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int refused = dlckpt_two_mpis("MPI_Init_thread");
   if (refused != 0) return refused;
-  static __typeof__(&MPI_Init_thread) real;
-  __typeof__(&MPI_Init_thread) f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-  if (f == NULL) {
-    f = (__typeof__(&MPI_Init_thread))dlckpt_resolve_mpi("MPI_Init_thread", (void*)&MPI_Init_thread);
-    __atomic_store_n(&real, f, __ATOMIC_RELEASE);
-  }
-  int rc = f(argc, argv, required, provided);
-  if (rc == 0) dlckpt_ic_store_early();
-  return rc;
+  static void* real;
+  __typeof__(&MPI_Init_thread) f =
+      (__typeof__(&MPI_Init_thread))dlckpt_real_mpi(&real, "MPI_Init_thread", (void*)&MPI_Init_thread);
+  return dlckpt_after_mpi_init(f(argc, argv, required, provided));
 }
 
 static void dlckpt_preload_exit(void* unused) {

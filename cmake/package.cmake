@@ -15,11 +15,19 @@ set(CPACK_STRIP_FILES TRUE)  # no debug info in the package
 set(CPACK_GENERATOR DEB)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
-# Run time: MPICH (mpiexec and libmpi), ISA-L, LZ4 and FUSE 3 (dlckpt-fuse),
-# the GCC runtimes. Building applications against the package also needs the
-# -dev packages and the MPI compiler wrappers, recommended.
+# Run time: the MPI dlckpt was built with (its launcher and libmpi: MPICH or
+# Open MPI, cmake/mpi.cmake), ISA-L, LZ4 and FUSE 3 (dlckpt-fuse), the GCC
+# runtimes. Building applications against the package also needs the -dev
+# packages and the MPI compiler wrappers, recommended.
+if(DLCKPT_MPI_FLAVOR STREQUAL "openmpi")
+  set(_dlckpt_deb_mpi "openmpi-bin, libopenmpi3")
+  set(_dlckpt_deb_mpi_dev "libopenmpi-dev")
+else()
+  set(_dlckpt_deb_mpi "mpich, libmpich12")
+  set(_dlckpt_deb_mpi_dev "libmpich-dev")
+endif()
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-  "libc6 (>= 2.36), libstdc++6, libgcc-s1, libgfortran5, mpich, libmpich12, libisal2, liblz4-1, libfuse3-3, fuse3")
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libmpich-dev, libisal-dev, liblz4-dev, pkg-config, gfortran, g++")
+  "libc6 (>= 2.36), libstdc++6, libgcc-s1, libgfortran5, ${_dlckpt_deb_mpi}, libisal2, liblz4-1, libfuse3-3, fuse3")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "${_dlckpt_deb_mpi_dev}, libisal-dev, liblz4-dev, pkg-config, gfortran, g++")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cmake")
 include(CPack)

@@ -463,7 +463,19 @@ std::vector<std::string> Supervisor::JobEnv() const {
       std::getenv("OMPI_MCA_odls_base_sigkill_timeout") == nullptr) {
     env.push_back("OMPI_MCA_odls_base_sigkill_timeout=0");
   }
+  if (!OmpiShmDir().empty()) env.push_back("OMPI_MCA_btl_vader_backing_directory=" + OmpiShmDir());
   return env;
+}
+
+// A SIGKILLed mpirun leaves a 4 MiB /dev/shm/vader_segment.* per local rank
+// (docs/design.md, "MPICH and Open MPI"); under a directory of the job's they
+// can be removed without knowing Open MPI's job ids.
+std::string Supervisor::OmpiShmDir() const {
+  if (o_.mpi_flavor != "openmpi" || o_.launcher != "mpiexec" || !o_.hosts.empty() ||
+      std::getenv("OMPI_MCA_btl_vader_backing_directory") != nullptr) {
+    return "";
+  }
+  return "/dev/shm/dlckpt-ompi." + o_.job;
 }
 
 Result<pid_t> Supervisor::LaunchJob(const JobSpec& spec, const std::string& log,
@@ -475,6 +487,9 @@ Result<pid_t> Supervisor::LaunchJob(const JobSpec& spec, const std::string& log,
   env.insert(env.end(), extra_env.begin(), extra_env.end());
   JobSpec job = spec;
   for (const auto& kv : env) job.forward.push_back(kv.substr(0, kv.find('=')));
+  if (const std::string dir = OmpiShmDir(); !dir.empty() && mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, "create " + dir + " (Open MPI's shared-memory segments)");
+  }
   Launch l;
   if (o_.launcher == "srun") {
     std::string h = HostName();

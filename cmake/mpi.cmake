@@ -13,8 +13,10 @@
 #                       dlckpt-run's default --mpiexec, the tests' and benches'
 #   DLCKPT_MPICC_BOUND, DLCKPT_MPICXX_BOUND, DLCKPT_MPIF90_BOUND: its wrappers
 #   DLCKPT_MPI_BIN_DIR  a directory of the build tree with mpiexec, mpirun,
-#                       mpicc, mpicxx, mpif90 and mpifort bound to that MPI;
-#                       every test runs with it first in PATH.
+#                       mpicc, mpicxx, mpif90 and mpifort bound to that MPI,
+#                       and mpiexec-local (`-n N PROGRAM ...` on this machine,
+#                       the same words for either MPI); every test runs with
+#                       it first in PATH.
 
 set(DLCKPT_MPI "mpich" CACHE STRING "MPI to build with: mpich (default), openmpi, or auto (FindMPI's first)")
 set_property(CACHE DLCKPT_MPI PROPERTY STRINGS mpich openmpi auto)
@@ -114,16 +116,44 @@ message(STATUS "dlckpt: MPI ${DLCKPT_MPI_FLAVOR}, launcher ${DLCKPT_MPIEXEC}, C 
 # Bound names for the tests (which run `mpiexec`, `mpicc`, ... from PATH).
 set(DLCKPT_MPI_BIN_DIR ${PROJECT_BINARY_DIR}/mpi-bin)
 file(MAKE_DIRECTORY ${DLCKPT_MPI_BIN_DIR})
+# What the launcher scripts do before they start the launcher. Open MPI's
+# mpirun refuses root unless two variables give the documented consent, and
+# refuses more ranks than cores (tests run many ranks on one machine) unless
+# told to oversubscribe; both are set here only when the caller left them unset.
+if(DLCKPT_MPI_FLAVOR STREQUAL "openmpi")
+  set(_dlckpt_launcher_prelude
+"if [ \"$(id -u)\" = 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=\"\${OMPI_ALLOW_RUN_AS_ROOT:-1}\" OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=\"\${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}\"
+fi
+export OMPI_MCA_rmaps_base_oversubscribe=\"\${OMPI_MCA_rmaps_base_oversubscribe:-1}\"
+")
+else()
+  set(_dlckpt_launcher_prelude "")
+endif()
 # Scripts, not links: Hydra finds hydra_pmi_proxy beside the path it was
 # started as, and Open MPI's wrappers read their own name.
 function(_dlckpt_bind_program name target)
   file(REMOVE ${DLCKPT_MPI_BIN_DIR}/${name})
-  file(WRITE ${DLCKPT_MPI_BIN_DIR}/${name} "#!/bin/sh\n# ${name} of the MPI dlckpt was built with (cmake/mpi.cmake)\nexec '${target}' \"$@\"\n")
+  set(_prelude "")
+  if(name MATCHES "^mpi(exec|run)")
+    set(_prelude "${_dlckpt_launcher_prelude}")
+  endif()
+  set(_args "\"$@\"")
+  if(name STREQUAL "mpiexec-local")
+    # `mpiexec-local -n N PROGRAM ARGS...`: N ranks on this machine, in either
+    # MPI (Hydra's local launch is -launcher fork; mpirun's is its default).
+    if(DLCKPT_MPI_FLAVOR STREQUAL "mpich")
+      set(_args "-launcher fork \"$@\"")
+    endif()
+  endif()
+  file(WRITE ${DLCKPT_MPI_BIN_DIR}/${name}
+       "#!/bin/sh\n# ${name} of the MPI dlckpt was built with (cmake/mpi.cmake)\n${_prelude}exec '${target}' ${_args}\n")
   file(CHMOD ${DLCKPT_MPI_BIN_DIR}/${name} PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ
        GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 endfunction()
 _dlckpt_bind_program(mpiexec "${DLCKPT_MPIEXEC}")
 _dlckpt_bind_program(mpirun "${DLCKPT_MPIEXEC}")
+_dlckpt_bind_program(mpiexec-local "${DLCKPT_MPIEXEC}")
 foreach(pair "mpicc;C" "mpicxx;CXX" "mpif90;Fortran" "mpifort;Fortran")
   list(GET pair 0 _name)
   list(GET pair 1 _lang)

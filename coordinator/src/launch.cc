@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 namespace dlckpt::run {
 
@@ -82,6 +83,65 @@ Launch MpiexecLaunch(const Options& o, const JobSpec& job) {
     l.argv.insert(l.argv.end(), job.program.begin(), job.program.end());
   }
   return l;
+}
+
+Launch OmpiLaunch(const Options& o, const JobSpec& job, bool as_root) {
+  Launch l;
+  l.argv.push_back(o.mpiexec);
+  // --mpiexec-args: its -x K=V go into every app context (below), the rest here.
+  std::vector<std::string> xs;  // "K=V", in order
+  std::string extra_preload;
+  for (size_t i = 0; i < o.mpiexec_args.size(); ++i) {
+    const std::string& a = o.mpiexec_args[i];
+    if ((a == "-x" || a == "--x") && i + 1 < o.mpiexec_args.size()) {
+      const std::string& kv = o.mpiexec_args[++i];
+      if (kv.rfind("LD_PRELOAD=", 0) == 0 && !job.preload.empty()) {
+        extra_preload = kv.substr(11);
+      } else {
+        xs.push_back(kv);
+      }
+      continue;
+    }
+    l.argv.push_back(a);
+  }
+  if (job.virtual_nodes) l.argv.push_back("--oversubscribe");
+  if (!o.launcher_exec.empty()) l.argv.insert(l.argv.end(), {"--mca", "plm_rsh_agent", o.launcher_exec});
+  if (as_root) l.env = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+
+  // What every app context carries: LD_PRELOAD, the job's environment, --mpiexec-args' -x.
+  std::vector<std::string> common;
+  if (!job.preload.empty()) {
+    common.insert(common.end(),
+                  {"-x", "LD_PRELOAD=" + job.preload + (extra_preload.empty() ? "" : ":" + extra_preload)});
+  }
+  for (const auto& [k, v] : job.env) common.insert(common.end(), {"-x", k + "=" + v});
+  for (const auto& kv : xs) common.insert(common.end(), {"-x", kv});
+  if (!job.virtual_nodes) {
+    for (const auto& name : job.forward) common.insert(common.end(), {"-x", name});
+  }
+
+  std::map<std::string, int> slots;  // hosts: every rank of the job on each
+  if (!job.virtual_nodes) {
+    for (const auto& [node, count] : job.segments) slots[node] += count;
+  }
+  bool first = true;
+  for (const auto& [node, count] : job.segments) {
+    if (!first) l.argv.push_back(":");
+    first = false;
+    l.argv.insert(l.argv.end(), {"-np", std::to_string(count)});
+    if (job.virtual_nodes) {
+      l.argv.insert(l.argv.end(), {"-x", "DLCKPT_NODE=" + node});
+    } else {
+      l.argv.insert(l.argv.end(), {"--host", node + ":" + std::to_string(slots[node])});
+    }
+    l.argv.insert(l.argv.end(), common.begin(), common.end());
+    l.argv.insert(l.argv.end(), job.program.begin(), job.program.end());
+  }
+  return l;
+}
+
+Launch MpiLaunch(const Options& o, const JobSpec& job, bool as_root) {
+  return o.mpi_flavor == "openmpi" ? OmpiLaunch(o, job, as_root) : MpiexecLaunch(o, job);
 }
 
 Result<Launch> SrunLaunch(const Options& o, const JobSpec& job, const std::string& dir,

@@ -1,5 +1,6 @@
 // How dlckpt-run turns a job (the codec service or the application) into a
-// launcher command: Hydra's mpiexec, or Slurm's srun. Pure functions of their
+// launcher command: the MPI's own launcher (Hydra's mpiexec for MPICH, mpirun
+// for Open MPI), or Slurm's srun. Pure functions of their
 // inputs (no process is started, no file written), so tests can check the
 // commands; the supervisor writes Launch::files and spawns Launch::argv with
 // Launch::env added to its environment.
@@ -23,6 +24,12 @@ struct JobSpec {
   std::vector<std::string> program;
   std::vector<std::pair<std::string, std::string>> env;  // for every rank
   std::string preload;  // LD_PRELOAD of the ranks (not of the launcher), or ""
+  // Names of variables of the launcher's own environment the ranks need too
+  // (Launch::env and the supervisor's additions: the heartbeat key travels
+  // there, never on a command line). Hydra and srun pass the whole
+  // environment; Open MPI's mpirun passes it to local ranks only, so
+  // OmpiLaunch names these with `-x NAME` for hosts.
+  std::vector<std::string> forward;
 };
 
 struct Launch {
@@ -38,6 +45,26 @@ std::string HostList(const std::vector<std::string>& nodes);
 // -hosts H:COUNT; the job's environment through -genv; --mpiexec-args, with a
 // -genv LD_PRELOAD in them merged after the job's preload.
 Launch MpiexecLaunch(const Options& o, const JobSpec& job);
+
+// Open MPI's mpirun (4.x, ORTE). Virtual nodes are MPMD app contexts
+// (`-np N -x DLCKPT_NODE=node prog : ...`) on this machine, with
+// --oversubscribe (both jobs together run more ranks than it has cores).
+// Hosts are app contexts too, each pinned with `--host H:SLOTS` (SLOTS: every
+// rank of the job on H), so ranks are placed in order even when a host comes
+// back later in the list. Open MPI applies a `-x` only to the app context it
+// stands in (measured, docs/design.md "MPICH and Open MPI"), so the job's
+// environment, LD_PRELOAD and every `-x` of --mpiexec-args are repeated in
+// each context; a `-x LD_PRELOAD=V` of --mpiexec-args is merged after the job's
+// preload; with hosts, each JobSpec::forward name is a `-x NAME` (its value
+// from mpirun's environment). The rest of --mpiexec-args comes first, as given. --launcher-exec
+// becomes `--mca plm_rsh_agent PATH`. `as_root` (euid 0): mpirun refuses root
+// unless OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are in
+// its environment, so Launch::env carries them.
+Launch OmpiLaunch(const Options& o, const JobSpec& job, bool as_root);
+
+// The launch with the MPI's own launcher (--launcher mpiexec), in the dialect
+// of o.mpi_flavor: OmpiLaunch for "openmpi", else MpiexecLaunch.
+Launch MpiLaunch(const Options& o, const JobSpec& job, bool as_root);
 
 // srun --mpi=pmi2 (MPICH's PMI client speaks PMI-2 with Slurm's pmi2 plugin):
 // the ranks' programs in a --multi-prog file (DLCKPT_NODE and LD_PRELOAD set

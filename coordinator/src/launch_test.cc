@@ -57,6 +57,77 @@ TEST(LaunchTest, MpiexecHostsAndPreloadMerge) {
   EXPECT_FALSE(Has(l.argv, "-launcher"));  // Hydra picks ssh or the resource manager's
 }
 
+TEST(LaunchTest, OmpiVirtualNodesAreAppContextsWithTheirEnvironment) {
+  Options o;
+  o.mpiexec = "mpirun";
+  JobSpec j = App(true);
+  j.forward = {"DLCKPT_HEARTBEAT_KEY"};  // local ranks inherit mpirun's environment
+  Launch l = OmpiLaunch(o, j, /*as_root=*/false);
+  // -x applies to the app context it stands in: the job's environment is in each.
+  std::vector<std::string> want{"mpirun", "--oversubscribe",
+                                "-np", "2", "-x", "DLCKPT_NODE=n0", "-x", "DLCKPT_JOB=j1", "-x",
+                                "DLCKPT_EVENTS=/r/events", "/bin/app", "--size", "a b", ":",
+                                "-np", "2", "-x", "DLCKPT_NODE=n1", "-x", "DLCKPT_JOB=j1", "-x",
+                                "DLCKPT_EVENTS=/r/events", "/bin/app", "--size", "a b", ":",
+                                "-np", "1", "-x", "DLCKPT_NODE=n2", "-x", "DLCKPT_JOB=j1", "-x",
+                                "DLCKPT_EVENTS=/r/events", "/bin/app", "--size", "a b"};
+  EXPECT_EQ(l.argv, want);
+  EXPECT_TRUE(l.env.empty());
+  EXPECT_TRUE(l.files.empty());
+}
+
+TEST(LaunchTest, OmpiAsRootSetsTheDocumentedConsent) {
+  Options o;
+  Launch l = OmpiLaunch(o, App(true), /*as_root=*/true);
+  EXPECT_EQ(l.env, (std::vector<std::string>{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}));
+  EXPECT_FALSE(Has(l.argv, "--allow-run-as-root"));
+}
+
+TEST(LaunchTest, OmpiHostsArgsPreloadMergeAndAgent) {
+  Options o;
+  o.mpiexec = "/usr/bin/mpirun.openmpi";
+  o.mpiexec_args = {"--mca", "btl_tcp_if_include", "eth1", "-x", "LD_PRELOAD=/x.so", "-x", "A=b c"};
+  o.launcher_exec = "/t/agent";
+  JobSpec j = App(false);
+  j.segments = {{"h0", 2}, {"h1", 1}, {"h0", 1}};  // h0 again after h1: 3 slots, in order
+  j.env = {{"DLCKPT_JOB", "j1"}};
+  j.preload = "/lib/p.so";
+  j.forward = {"DLCKPT_HEARTBEAT_KEY"};  // from mpirun's environment: no value on the command line
+  Launch l = OmpiLaunch(o, j, /*as_root=*/false);
+  std::vector<std::string> ctx{"-x", "LD_PRELOAD=/lib/p.so:/x.so", "-x", "DLCKPT_JOB=j1", "-x", "A=b c",
+                               "-x", "DLCKPT_HEARTBEAT_KEY", "/bin/app", "--size", "a b"};
+  std::vector<std::string> want{"/usr/bin/mpirun.openmpi", "--mca", "btl_tcp_if_include", "eth1",
+                                "--mca", "plm_rsh_agent", "/t/agent", "-np", "2", "--host", "h0:3"};
+  want.insert(want.end(), ctx.begin(), ctx.end());
+  want.insert(want.end(), {":", "-np", "1", "--host", "h1:1"});
+  want.insert(want.end(), ctx.begin(), ctx.end());
+  want.insert(want.end(), {":", "-np", "1", "--host", "h0:3"});
+  want.insert(want.end(), ctx.begin(), ctx.end());
+  EXPECT_EQ(l.argv, want);
+  EXPECT_FALSE(Has(l.argv, "--oversubscribe"));  // hosts give their slots
+}
+
+TEST(LaunchTest, OmpiLdPreloadOfArgsStaysWithoutAJobPreload) {
+  Options o;
+  o.mpiexec = "mpirun";
+  o.mpiexec_args = {"-x", "LD_PRELOAD=/x.so"};
+  JobSpec j = App(true);
+  j.segments = {{"n0", 1}};
+  j.env.clear();
+  Launch l = OmpiLaunch(o, j, false);
+  EXPECT_EQ(l.argv, (std::vector<std::string>{"mpirun", "--oversubscribe", "-np", "1", "-x", "DLCKPT_NODE=n0",
+                                              "-x", "LD_PRELOAD=/x.so", "/bin/app", "--size", "a b"}));
+}
+
+TEST(LaunchTest, MpiLaunchFollowsTheFlavour) {
+  Options o;
+  o.mpiexec = "launcher";
+  o.mpi_flavor = "openmpi";
+  EXPECT_TRUE(Has(MpiLaunch(o, App(true), false).argv, "--oversubscribe"));
+  o.mpi_flavor = "mpich";
+  EXPECT_TRUE(Has(MpiLaunch(o, App(true), false).argv, "-launcher"));
+}
+
 TEST(LaunchTest, SrunVirtualNodesUseMultiProgOnThisHost) {
   Options o;
   o.job = "j1";

@@ -24,7 +24,7 @@ namespace {
 constexpr char kUsageLine[] = "usage: dlckpt-run [OPTIONS] -- PROGRAM [ARGS...]";
 
 constexpr char kDescription[] = R"(Runs an MPI application with diskless checkpointing: launches the codec service
-and the application (mpiexec or srun), and when a node dies rebuilds its checkpoint on a
+and the application (mpiexec, mpirun or srun), and when a node dies rebuilds its checkpoint on a
 spare node and relaunches the application, which resumes from its last
 checkpoint. By default the cluster is simulated on this machine with virtual
 nodes vn0, vn1, ...: the first --nodes hold application ranks, the next --spares
@@ -390,7 +390,8 @@ void OptionParser::AddLayoutOptions() {
         });
   Value("--hosts", "H1,H2,...", kLayout,
         "use these hosts (first N data, then spares) instead of virtual nodes; node identity is the host name; "
-        "ranks are placed in order (mpiexec -hosts H:COUNT,...; srun --distribution=arbitrary); --run-dir must then "
+        "ranks are placed in order (Hydra: -hosts H:COUNT,...; Open MPI: an app context per run of ranks, "
+        "--host H:SLOTS; srun --distribution=arbitrary); --run-dir must then "
         "be visible on every host\n"
         "--hosts slurm: the hosts of the Slurm allocation (SLURM_JOB_NODELIST), the first N + S of them",
         [](Options& o, const std::string& v) {
@@ -398,7 +399,8 @@ void OptionParser::AddLayoutOptions() {
           return Status::OK();
         });
   Value("--launcher", "mpiexec|srun", kLayout,
-        "launch both jobs with Hydra's mpiexec (default) or with Slurm's srun --mpi=pmi2 (inside or outside an "
+        "launch both jobs with the MPI's own launcher (default: Hydra's mpiexec for MPICH, mpirun for Open MPI, "
+        "as built: " DLCKPT_MPI_FLAVOR ") or with Slurm's srun --mpi=pmi2 (MPICH; inside or outside an "
         "allocation; virtual nodes then run on this host)",
         Choice(&Options::launcher, "--launcher", {"mpiexec", "srun"}, "mpiexec or srun"));
   Value("--srun", "PATH", kLayout, "srun to use (default srun)", Text(&Options::srun));
@@ -406,11 +408,12 @@ void OptionParser::AddLayoutOptions() {
         "extra srun arguments (split at white space), e.g. \"--partition=debug --time=60\"",
         Words(&Options::srun_args));
   Value("--launcher-exec", "PATH", kLayout,
-        "give mpiexec -launcher ssh -launcher-exec PATH (virtual hosts of tests/vhost)",
+        "start remote processes with PATH instead of ssh: Hydra -launcher ssh -launcher-exec PATH, Open MPI "
+        "--mca plm_rsh_agent PATH (virtual hosts of tests/vhost)",
         Text(&Options::launcher_exec));
   Value("--mpiexec-args", "\"ARGS\"", kLayout,
         "extra mpiexec arguments (split at white space) for both jobs, e.g. from tests/vhost/dlckpt-vhost "
-        "mpiexec-args; a -genv LD_PRELOAD in them is merged with --preload's",
+        "mpiexec-args; a -genv LD_PRELOAD (Hydra) or -x LD_PRELOAD=V (Open MPI) in them is merged with --preload's",
         Words(&Options::mpiexec_args));
   Value("--kill-command", "CMD", kLayout,
         "how to kill a node in --hosts mode, run with sh -c; \"{node}\" is replaced by the node, \"{how}\" by crash "

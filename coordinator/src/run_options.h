@@ -56,7 +56,9 @@ struct Options {
   std::string kill_command;
   std::string mpiexec = DLCKPT_MPIEXEC;  // the launcher of the MPI dlckpt was built with
   std::vector<std::string> mpiexec_args;  // --mpiexec-args, split on white space
-  std::string launcher = "mpiexec";       // "mpiexec" (Hydra) or "srun" (Slurm)
+  std::string mpi_flavor = DLCKPT_MPI_FLAVOR;  // "mpich" or "openmpi": the dialect of --mpiexec
+  std::string launcher = "mpiexec";       // "mpiexec" (the MPI's own: Hydra's mpiexec or Open MPI's
+                                          // mpirun) or "srun" (Slurm)
   std::string srun = "srun";
   std::vector<std::string> srun_args;     // --srun-args, split on white space
   std::vector<KillSpec> kills;

@@ -448,21 +448,55 @@ Status Supervisor::Setup() {
 // Environment every launched job gets. Virtual nodes all live on this host:
 // UCX needs only shared memory there (and scanning network devices at start
 // is slow and fails while virtual hosts add and remove theirs).
+//
+// Open MPI's mpirun, when a rank dies, sends the others SIGTERM and then
+// sleeps odls_base_sigkill_timeout (1 s) before its SIGKILL and its own exit:
+// 1.3 s from a rank's SIGKILL to mpirun's exit against 0.2-0.35 s with 0
+// (docs/design.md, "MPICH and Open MPI"). dlckpt's ranks have no SIGTERM
+// handler to give that second to, and a slower mpirun outlives dlckpt-run's
+// --term-grace and is SIGKILLed before it removes its /dev/shm segments: 0,
+// unless the environment sets it.
 std::vector<std::string> Supervisor::JobEnv() const {
   std::vector<std::string> env;
   if (o_.hosts.empty() && std::getenv("UCX_TLS") == nullptr) env.push_back("UCX_TLS=self,sm");
+  if (o_.mpi_flavor == "openmpi" && o_.launcher == "mpiexec" &&
+      std::getenv("OMPI_MCA_odls_base_sigkill_timeout") == nullptr) {
+    env.push_back("OMPI_MCA_odls_base_sigkill_timeout=0");
+  }
+  if (!OmpiShmDir().empty()) env.push_back("OMPI_MCA_btl_vader_backing_directory=" + OmpiShmDir());
   return env;
 }
 
-Result<pid_t> Supervisor::LaunchJob(const JobSpec& job, const std::string& log,
+// A SIGKILLed mpirun leaves a 4 MiB /dev/shm/vader_segment.* per local rank
+// (docs/design.md, "MPICH and Open MPI"); under a directory of the job's they
+// can be removed without knowing Open MPI's job ids.
+std::string Supervisor::OmpiShmDir() const {
+  if (o_.mpi_flavor != "openmpi" || o_.launcher != "mpiexec" || !o_.hosts.empty() ||
+      std::getenv("OMPI_MCA_btl_vader_backing_directory") != nullptr) {
+    return "";
+  }
+  return "/dev/shm/dlckpt-ompi." + o_.job;
+}
+
+Result<pid_t> Supervisor::LaunchJob(const JobSpec& spec, const std::string& log,
                                     const std::vector<std::string>& extra_env) {
+  // The launcher carries the job's id too (and so do the processes it starts,
+  // Hydra's proxies among them): every process of the job can be found by it.
+  std::vector<std::string> env = JobEnv();
+  env.push_back("DLCKPT_JOB=" + o_.job);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  JobSpec job = spec;
+  for (const auto& kv : env) job.forward.push_back(kv.substr(0, kv.find('=')));
+  if (const std::string dir = OmpiShmDir(); !dir.empty() && mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, "create " + dir + " (Open MPI's shared-memory segments)");
+  }
   Launch l;
   if (o_.launcher == "srun") {
     std::string h = HostName();
     if (h.find('.') != std::string::npos) h.resize(h.find('.'));  // Slurm's node names are short
     DLCKPT_ASSIGN_OR_RETURN(l, SrunLaunch(o_, job, run_dir_, h));
   } else {
-    l = MpiexecLaunch(o_, job);
+    l = MpiLaunch(o_, job, geteuid() == 0);
   }
   for (const auto& [path, content] : l.files) {
     std::FILE* f = std::fopen(path.c_str(), "w");
@@ -471,11 +505,6 @@ Result<pid_t> Supervisor::LaunchJob(const JobSpec& job, const std::string& log,
     ok = std::fclose(f) == 0 && ok;
     if (!ok) return Status::FromErrno(errno ? errno : EIO, "write " + path);
   }
-  // The launcher carries the job's id too (and so do the processes it starts,
-  // Hydra's proxies among them): every process of the job can be found by it.
-  std::vector<std::string> env = JobEnv();
-  env.push_back("DLCKPT_JOB=" + o_.job);
-  env.insert(env.end(), extra_env.begin(), extra_env.end());
   env.insert(env.end(), l.env.begin(), l.env.end());
   if (o_.verbose) Log(job.name + ": " + Join(l.argv, " "));
   return Spawn(l.argv, env, log);

@@ -169,6 +169,10 @@ class Supervisor {
   // A dlckpt executable beside this one (dlckpt-codec, dlckpt-store), else `name` (found in PATH).
   static std::string ToolPath(const std::string& name);
   std::vector<std::string> JobEnv() const;
+  // Open MPI on virtual nodes: the directory of its shared-memory segments
+  // (btl_vader_backing_directory), one per dlckpt job, so that segments a
+  // SIGKILLed mpirun could not remove go with the job (Cleanup). "" otherwise.
+  std::string OmpiShmDir() const;
   // Starts `job` with the launcher of --launcher (see launch.h), standard output and
   // error to `log` ("" = inherited), `extra_env` added to the launcher's environment.
   Result<pid_t> LaunchJob(const JobSpec& job, const std::string& log,

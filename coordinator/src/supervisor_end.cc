@@ -55,6 +55,10 @@ void Supervisor::Cleanup(int exit_code) {
       for (size_t i = from; i < lines.size(); ++i) std::fprintf(stderr, "  %s\n", lines[i].c_str());
     }
   }
+  if (const std::string dir = OmpiShmDir(); !dir.empty()) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);  // Open MPI's segments, of no use after the job
+  }
   if (o_.keep) {
     Log("keeping stores and " + run_dir_ + " (--keep)");
     return;

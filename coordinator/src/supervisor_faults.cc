@@ -260,7 +260,13 @@ void Supervisor::KillNodes(const std::vector<std::string>& nodes, const std::str
 
 void Supervisor::CrashRanks(const std::vector<std::string>& ranks, const std::string& why) {
   for (const auto& r : ranks) {
-    auto pids = FindProcesses({"DLCKPT_JOB=" + o_.job, "PMI_RANK=" + r});
+    // The rank's number: PMI_RANK under Hydra and Slurm's pmi2, OMPI_COMM_WORLD_RANK
+    // under Open MPI's mpirun (PMIX_RANK under a PMIx launcher).
+    std::vector<pid_t> pids;
+    for (const char* var : {"PMI_RANK=", "OMPI_COMM_WORLD_RANK=", "PMIX_RANK="}) {
+      pids = FindProcesses({"DLCKPT_JOB=" + o_.job, var + r});
+      if (!pids.empty()) break;
+    }
     faults_.log.push_back("rank " + r + " crashed (" + why + ")");
     Log("crashing application rank " + r + " (" + why + ")" + (pids.empty() ? ": no such process" : ""));
     Signal(pids, SIGKILL);

@@ -97,7 +97,10 @@ Supervisor::Step Supervisor::RunRound(int* failures_without_progress) {
   t.detection = faults_.last_kill >= 0 ? Now() - faults_.last_kill : 0;
   const bool injected = faults_.log.size() > kills_before || faults_.last_kill >= 0;
   if (injected && o_.launcher == "mpiexec") {
-    Log("(a \"BAD TERMINATION\" report of mpiexec above is about the ranks of the node killed on purpose)");
+    Log(o_.mpi_flavor == "openmpi"
+            ? "(a \"mpirun noticed that process rank ... exited on signal\" report above is about the ranks of "
+              "the node killed on purpose)"
+            : "(a \"BAD TERMINATION\" report of mpiexec above is about the ranks of the node killed on purpose)");
   }
   // The application's own failure status, else 1 (it may have ended well
   // while the codec job failed, or not have ended at all).

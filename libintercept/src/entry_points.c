@@ -738,7 +738,7 @@ int __cxa_atexit(void (*fn)(void*), void* arg, void* dso);
  * program calls dlckpt_init, which makes the store. MPI_Init and
  * MPI_Init_thread have had these signatures in every MPI standard; mpi.h is
  * not needed. Fortran's MPI_INIT reaches them too (MPICH's mpi_init_ calls
- * MPI_Init). After the MPI library returned MPI_SUCCESS (0), the core
+ * MPI_Init; Open MPI's calls PMPI_Init, interposed below). After the MPI library returned MPI_SUCCESS (0), the core
  * attaches or creates the store (dlckpt_ic_store_early; DLCKPT_STORE_EARLY=0
  * turns it off); the MPI library's result is returned unchanged. */
 int MPI_Init(int* argc, char*** argv);
@@ -833,6 +833,38 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   __typeof__(&MPI_Init_thread) f =
       (__typeof__(&MPI_Init_thread))dlckpt_real_mpi(&real, "MPI_Init_thread", (void*)&MPI_Init_thread);
   return dlckpt_after_mpi_init(f(argc, argv, required, provided));
+}
+
+/* Open MPI's Fortran MPI_INIT (libmpi_mpifh's ompi_init_f) calls PMPI_Init,
+ * not MPI_Init, so the PMPI names are interposed too. A C MPI_Init reaches
+ * the library's own PMPI_Init without passing through here (an internal
+ * alias), and a tool that wraps MPI_Init and calls PMPI_Init passes both:
+ * dlckpt_ic_store_early makes the store once either way. */
+int PMPI_Init(int* argc, char*** argv);
+int PMPI_Init_thread(int* argc, char*** argv, int required, int* provided);
+
+int PMPI_Init(int* argc, char*** argv) {
+  static __typeof__(&PMPI_Init) real;
+  __typeof__(&PMPI_Init) f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+  if (f == NULL) {
+    f = (__typeof__(&PMPI_Init))dlckpt_resolve_mpi("PMPI_Init", (void*)&PMPI_Init);
+    __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+  }
+  int rc = f(argc, argv);
+  if (rc == 0) dlckpt_ic_store_early();
+  return rc;
+}
+
+int PMPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  static __typeof__(&PMPI_Init_thread) real;
+  __typeof__(&PMPI_Init_thread) f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+  if (f == NULL) {
+    f = (__typeof__(&PMPI_Init_thread))dlckpt_resolve_mpi("PMPI_Init_thread", (void*)&PMPI_Init_thread);
+    __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+  }
+  int rc = f(argc, argv, required, provided);
+  if (rc == 0) dlckpt_ic_store_early();
+  return rc;
 }
 
 static void dlckpt_preload_exit(void* unused) {

@@ -42,7 +42,7 @@ if [ "$compress" != none ]; then
   [ "$app" = heat2d ] && args+=(--ckpt-every 2)  # its default, 20, is past --iters
 fi
 
-ref=$(DLCKPT_JOB="${job}ref" timeout -k 5 120 mpiexec -launcher fork -n 4 "$bin/$app-dlckpt" "${args[@]}" 2>/dev/null \
+ref=$(DLCKPT_JOB="${job}ref" timeout -k 5 120 mpiexec-local -n 4 "$bin/$app-dlckpt" "${args[@]}" 2>/dev/null \
       | sed -n 's/^checksum: //p')
 rm -f /dev/shm/dlckpt."${job}ref".*
 [ -n "$ref" ] || fail "the failure-free run printed no checksum"

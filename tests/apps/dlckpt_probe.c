@@ -4,7 +4,8 @@
  *
  * Each call appends "<rank>:<name>\n" to $DLCKPT_PROBE_LOG (one write with
  * O_APPEND, so lines of different ranks do not mix). The rank comes from
- * Hydra's PMI_RANK, so the probe needs no MPI library of its own. With
+ * the launcher's environment (Hydra's PMI_RANK, Open MPI's
+ * OMPI_COMM_WORLD_RANK), so the probe needs no MPI library of its own. With
  * DLCKPT_PROBE_FAIL_AT=N the N-th dlckpt_checkpoint call of each rank fails
  * with EIO and the message "probe: refusing checkpoint N", and
  * dlckpt_restarted_epoch() returns $DLCKPT_PROBE_EPOCH (default 0). Not the real
@@ -25,6 +26,7 @@ static void probe_log(const char* name) {
   const char* path = getenv("DLCKPT_PROBE_LOG");
   if (path == NULL) return;
   const char* rank = getenv("PMI_RANK");
+  if (rank == NULL) rank = getenv("OMPI_COMM_WORLD_RANK");
   char line[64];
   int n = snprintf(line, sizeof line, "%s:%s\n", rank ? rank : "?", name);
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

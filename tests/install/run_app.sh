@@ -2,7 +2,7 @@
 # run_app.sh RUN_DIR APP xor|rs -- APP_ARGS...
 # (DLCKPT_RUN_EXTRA: more dlckpt-run options, e.g. --preload; DLCKPT_RUN_AT:
 # when to kill instead of checkpoint:3, e.g. phase:write:3.)
-# Runs APP once failure-free (plain mpiexec, 4 ranks) and once under
+# Runs APP once failure-free (plain mpiexec-local, 4 ranks) and once under
 # RUN_DIR/dlckpt-run on 4 virtual nodes with node vn2 killed right after
 # checkpoint 3 (XOR: 1 spare; RS: 2 spares, vn1 and vn2 killed), and checks
 # that the recovered run restarted from a checkpoint and printed the
@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL ($(basename "$app") $scheme): $*" >&2; cat "$out" >&2; exit 1; }
 
-ref=$(DLCKPT_JOB="${job}ref" timeout -k 5 60 mpiexec -launcher fork -n 4 "$app" "$@" 2>"$out" \
+ref=$(DLCKPT_JOB="${job}ref" timeout -k 5 60 mpiexec-local -n 4 "$app" "$@" 2>"$out" \
       | sed -n 's/^checksum: //p')
 [ -n "$ref" ] || fail "the failure-free run printed no checksum"
 rm -f /dev/shm/dlckpt."${job}ref".*

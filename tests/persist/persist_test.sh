@@ -42,7 +42,7 @@ cleanup() {
   for p in $(grep -l "DLCKPT_JOB=$job" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do kill -9 "$p" 2>/dev/null; done
   rm -f /dev/shm/dlckpt."$job"* /dev/shm/dlckpt-parity."$job"* 2>/dev/null
   rm -f /dev/shm/*."$job".* 2>/dev/null
-  rm -rf "/tmp/dlckpt-run.$job"* "$dir" "$out"
+  rm -rf "/tmp/dlckpt-run.$job"* /dev/shm/dlckpt-ompi."$job"* "$dir" "$out"  # (Open MPI's, of a killed mpirun)
 }
 trap cleanup EXIT
 fail() { echo "FAIL ($scenario): $*" >&2; echo "---- output:" >&2; cat "$out" >&2; exit 1; }

@@ -41,6 +41,11 @@ bool KernelHasAsyncWp() {
   return ok;
 }
 
+// `len` bytes of fresh private anonymous memory (MAP_FAILED on failure).
+uint8_t* MapPrivate(size_t len) {
+  return static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+}
+
 struct Region {
   uint8_t* ptr = nullptr;
   size_t bytes = 0;
@@ -214,7 +219,7 @@ TEST(DirtyPages, RemappedMemoryIsWholeThenTrackedAgain) {
   auto t = Tracker::Create(nullptr);
   ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
   const size_t len = 8 * kPage;
-  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* m = MapPrivate(len);
   ASSERT_NE(m, MAP_FAILED);
   const int h = t->Register(m + 10, len - 20);
   EXPECT_TRUE(t->Collect()[h].whole);
@@ -322,11 +327,6 @@ TEST(DirtyPages, RefusedKernelPartsFallBack) {
   }
 }
 
-}  // namespace
-}  // namespace dlckpt::dirty
-
-namespace dlckpt::dirty {
-namespace {
 
 // Pages discarded with MADV_DONTNEED read as zeros without any write: they
 // are reported, once.
@@ -335,7 +335,7 @@ TEST(DirtyPages, DiscardedPagesAreReported) {
   auto t = Tracker::Create(nullptr);
   ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
   const size_t len = 8 * kPage;
-  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* m = MapPrivate(len);
   ASSERT_NE(m, MAP_FAILED);
   std::memset(m, 0x77, len);
   const int h = t->Register(m, len);
@@ -357,11 +357,6 @@ TEST(DirtyPages, DiscardedPagesAreReported) {
   munmap(m, len);
 }
 
-}  // namespace
-}  // namespace dlckpt::dirty
-
-namespace dlckpt::dirty {
-namespace {
 
 // A range rewritten almost whole twice in a row is left unprotected (whole)
 // for kHotCollects Collects, then tracked precisely again.
@@ -370,7 +365,7 @@ TEST(DirtyPages, HotRangeIsWholeThenTrackedAgain) {
   auto t = Tracker::Create(nullptr);
   ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
   const size_t len = 32 * kPage;
-  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* m = MapPrivate(len);
   ASSERT_NE(m, MAP_FAILED);
   Region r;
   r.ptr = m + 5;
@@ -394,11 +389,6 @@ TEST(DirtyPages, HotRangeIsWholeThenTrackedAgain) {
   munmap(m, len);
 }
 
-}  // namespace
-}  // namespace dlckpt::dirty
-
-namespace dlckpt::dirty {
-namespace {
 
 // Writes the kernel makes on the process's behalf (read(2) into the region,
 // as an MPI library's shared-memory or socket path does) succeed and count,
@@ -408,7 +398,7 @@ TEST(DirtyPages, KernelWritesAreReported) {
   auto t = Tracker::Create(nullptr);
   ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
   const size_t len = 8 * kPage;
-  auto* m = static_cast<uint8_t*>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* m = MapPrivate(len);
   ASSERT_NE(m, MAP_FAILED);
   std::memset(m, 1, 4 * kPage);  // pages 4..7 never touched
   const int h = t->Register(m, len);

@@ -2,6 +2,8 @@
 
 #include <isa-l/crc.h>
 
+#include <cstring>
+
 namespace dlckpt {
 
 uint32_t Crc32c(const void* data, size_t len, uint32_t crc) noexcept {
@@ -13,6 +15,24 @@ uint32_t Crc32c(const void* data, size_t len, uint32_t crc) noexcept {
     size_t n = len < kMaxPiece ? len : kMaxPiece;
     reg = crc32_iscsi(p, static_cast<int>(n), reg);
     p += n;
+    len -= n;
+  }
+  return ~reg;
+}
+
+uint32_t Crc32cCopy(void* dst, const void* src, size_t len, uint32_t crc) noexcept {
+  // Copy then checksum 64 MiB in 1 MiB records on this platform: 4 KiB
+  // pieces 6.0 GB/s, as memcpy alone (6.0); 8 KiB 4.5-5.7; 64 KiB 4.5.
+  constexpr size_t kPiece = 4096;
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* s = static_cast<const unsigned char*>(src);
+  unsigned int reg = ~crc;
+  while (len > 0) {
+    size_t n = len < kPiece ? len : kPiece;
+    std::memcpy(d, s, n);
+    reg = crc32_iscsi(d, static_cast<int>(n), reg);
+    d += n;
+    s += n;
     len -= n;
   }
   return ~reg;

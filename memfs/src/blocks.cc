@@ -1,6 +1,7 @@
 // blocks.cc — the raw data path of a store's working files: reading, writing
-// with copy-on-write, truncating, and file CRCs (Store::Impl, see
-// store_impl.h; the blocks themselves are BlockAllocator's, block_allocator.h).
+// with copy-on-write, truncating, and file CRCs computed while writing
+// (Store::Impl, see store_impl.h; the blocks themselves are BlockAllocator's,
+// block_allocator.h).
 //
 // Ownership: a Node's block list holds one working reference (kRefWorking)
 // per block. Only the owner allocates. A block referenced by a committed
@@ -136,16 +137,26 @@ uint64_t Store::Impl::WriteRangeLocked(Node& node, const uint8_t* src, uint64_t 
       blk = blocks_.Ptr(node.blocks[bi]);
     }
     // [pos, pos + piece) splits into a hole part (< off) and a data part.
+    FileNode::BlockCrc* c = compressed_ ? nullptr : CrcToExtendLocked(node, bi, bo);
+    uint32_t crc = c ? c->crc : 0;
     uint64_t hole_end = std::min(std::max(pos, off), pos + piece);
-    if (hole_end > pos) std::memset(blk + bo, 0, hole_end - pos);
+    if (hole_end > pos) {
+      std::memset(blk + bo, 0, hole_end - pos);
+      if (c) crc = Crc32c(blk + bo, hole_end - pos, crc);
+    }
     if (pos + piece > hole_end) {
       uint64_t n = pos + piece - hole_end;
-      if (src) {
-        std::memcpy(blk + bo + (hole_end - pos), src + (hole_end - off), n);
+      uint8_t* d = blk + bo + (hole_end - pos);
+      if (src && c) {
+        crc = Crc32cCopy(d, src + (hole_end - off), n, crc);
+      } else if (src) {
+        std::memcpy(d, src + (hole_end - off), n);
       } else {
-        std::memset(blk + bo + (hole_end - pos), 0, n);
+        std::memset(d, 0, n);
+        if (c) crc = Crc32c(d, n, crc);
       }
     }
+    if (c) *c = {crc, static_cast<uint32_t>(bo + piece)};
     pos += piece;
     if (pos > node.size) node.size = pos;
   }
@@ -202,6 +213,11 @@ Status Store::Impl::ShrinkLocked(Node& node, uint64_t size) {
   node.blocks.resize(keep);
   node.size = size;
   node.crc_valid = false;
+  if (node.block_crcs.size() > keep) node.block_crcs.resize(keep);
+  if (keep > 0 && node.block_crcs.size() == keep &&
+      node.block_crcs.back().len > size - (keep - 1) * geo_.block_size) {
+    node.block_crcs.back() = {};  // the cut is inside the known prefix
+  }
   if (compressed_) {
     node.chunks.resize(BlocksFor(size, cs));
     if (size % cs != 0) {
@@ -212,15 +228,39 @@ Status Store::Impl::ShrinkLocked(Node& node, uint64_t size) {
   return Status::OK();
 }
 
-// The CRC32C of a file's bytes. Compressed stores: from the chunks' CRCs,
+// CRC while writing: a write is about to put bytes at [bo, ...) of block
+// `bi` of `node`. Returns the block's known CRC prefix when the write
+// continues it, or a new empty one when the write starts the block: the
+// caller extends it with the bytes while they are in cache (Crc32cCopy).
+// Otherwise null: the prefix stays if the write lies beyond it, and is
+// forgotten if the write changes bytes inside it.
+FileNode::BlockCrc* Store::Impl::CrcToExtendLocked(Node& node, uint64_t bi, uint64_t bo) {
+  if (node.block_crcs.size() <= bi) node.block_crcs.resize(bi + 1);
+  FileNode::BlockCrc& c = node.block_crcs[bi];
+  if (bo == c.len) return &c;
+  if (bo == 0 || bo < c.len) c = {};
+  return bo == 0 ? &c : nullptr;
+}
+
+// The CRC32C of a file's bytes. Uncompressed stores: from the blocks' CRCs
+// kept while writing, reading (and counting in crc_reread_bytes_) only the
+// bytes they do not cover. Compressed stores: from the chunks' CRCs,
 // compressing (or judging) the chunks still undecided first.
 Result<uint32_t> Store::Impl::NodeCrcLocked(Node& node) {
   if (!compressed_) {
+    const uint64_t bs = geo_.block_size;
     uint32_t crc = 0;
     uint64_t left = node.size;
-    for (uint32_t b : node.blocks) {
-      uint64_t n = std::min<uint64_t>(left, geo_.block_size);
-      crc = Crc32c(blocks_.Ptr(b), n, crc);
+    for (uint64_t i = 0; i < node.blocks.size(); ++i) {
+      uint64_t n = std::min<uint64_t>(left, bs);
+      FileNode::BlockCrc known;
+      if (i < node.block_crcs.size() && node.block_crcs[i].len <= n) known = node.block_crcs[i];
+      uint32_t bc = known.crc;
+      if (known.len < n) {
+        bc = Crc32c(blocks_.Ptr(node.blocks[i]) + known.len, n - known.len, bc);
+        crc_reread_bytes_ += n - known.len;
+      }
+      crc = Crc32cCombine(crc, bc, n);
       left -= n;
     }
     return crc;

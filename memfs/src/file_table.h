@@ -57,6 +57,16 @@ struct FileNode {
   std::vector<FileChunk> chunks;   // compressed stores: ceil(size / chunk_size) entries
   uint32_t crc = 0;
   bool crc_valid = false;
+  // Uncompressed stores, CRC while writing (blocks.cc): block_crcs[i] holds
+  // the CRC32C of the first `len` bytes of block i as computed when they
+  // were written, so that a commit reads again only what it does not cover.
+  // Entries past the end count as {0, 0} (nothing known), which is always
+  // true; `len` never exceeds the block's bytes in the file.
+  struct BlockCrc {
+    uint32_t crc = 0;
+    uint32_t len = 0;
+  };
+  std::vector<BlockCrc> block_crcs;
   int open_count = 0;
   bool linked = true;
   // A failed write left the file incomplete (see "Failed writes" in

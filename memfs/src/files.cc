@@ -401,6 +401,7 @@ void Store::Impl::ReleaseNodeLocked(Node& node) {
   }
   node.blocks.clear();
   node.chunks.clear();
+  node.block_crcs.clear();
   node.size = 0;
 }
 

@@ -220,6 +220,7 @@ StoreStats Store::Impl::Stats() {
   st.shm_bytes = geo_.shm_size;
   st.pretouch_bytes = pretouch_bytes_;
   st.pretouch_seconds = pretouch_seconds_;
+  st.crc_reread_bytes = crc_reread_bytes_;
   return st;
 }
 

@@ -221,6 +221,7 @@ class Store::Impl {
   Status ResizeLocked(Node& node, uint64_t size);  // files.cc
   Status TooBigLocked(const Node& node, uint64_t size) const;
   Status ShrinkLocked(Node& node, uint64_t size);
+  FileNode::BlockCrc* CrcToExtendLocked(Node& node, uint64_t bi, uint64_t bo);
   Result<uint32_t> NodeCrcLocked(Node& node);
 
   // ---- compression (chunks.cc) ------------------------------------------------------------
@@ -281,6 +282,7 @@ class Store::Impl {
   BlockAllocator blocks_;    // the data area and the blocks' reference masks
   VersionSet versions_;      // the slots, the state and the epochs; uses blocks_
   VersionImage images_;      // the encoding view of versions; uses blocks_
+  uint64_t crc_reread_bytes_ = 0;   // bytes commits read again for CRCs (StoreStats)
   uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
   double pretouch_seconds_ = 0;
   uint64_t view_epoch_ = 0;

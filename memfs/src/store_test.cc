@@ -644,6 +644,17 @@ TEST(Crc32cTest, CombineEqualsTheCrcOfTheConcatenation) {
   EXPECT_EQ(Crc32cCombine(0, 0, 0), 0u);
 }
 
+TEST(Crc32cTest, CopyCopiesAndEqualsTheCrcOfTheBytes) {
+  auto data = Pattern((1 << 20) + 777, 5);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{8191}, size_t{8192}, size_t{8193}, data.size()}) {
+    std::vector<uint8_t> out(n + 2, 0xAB);
+    EXPECT_EQ(Crc32cCopy(out.data() + 1, data.data(), n, 0x1234u), Crc32c(data.data(), n, 0x1234u)) << n;
+    EXPECT_TRUE(std::equal(data.begin(), data.begin() + static_cast<long>(n), out.begin() + 1)) << n;
+    EXPECT_EQ(out[0], 0xAB);
+    EXPECT_EQ(out[n + 1], 0xAB);
+  }
+}
+
 }  // namespace
 }  // namespace dlckpt::memfs
 

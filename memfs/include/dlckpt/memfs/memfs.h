@@ -220,6 +220,12 @@ struct StoreStats {
   // and the seconds that took (0 when attached, or pre-touch was off).
   uint64_t pretouch_bytes = 0;
   double pretouch_seconds = 0;
+  // Owner, uncompressed stores: file bytes that this Store object's commits
+  // read again to compute CRCs. A write computes the CRC of the bytes it
+  // puts in a block while they are in cache; a commit reads only what those
+  // do not cover (bytes overwritten inside a block, after a shrink, or of
+  // files loaded from a committed version and changed since).
+  uint64_t crc_reread_bytes = 0;
 };
 
 // Pre-touch (see above). False if $DLCKPT_PRETOUCH is 0, off, no or false.

@@ -3,7 +3,9 @@
 # what the machine can do, in one run. Configurations (dlckpt-run, virtual
 # nodes, one spare, XOR, dlckpt-bench-ckpt writing M MiB per rank with fwrite
 # in 1 MiB records, then dlckpt_checkpoint()):
-#   async   --encode async, N data nodes: the checkpoint the application sees
+#   async   --encode async, N data nodes, the ranks idle S ms after each
+#           checkpoint (a compute phase on other cores, long enough for
+#           the encode to end in it): the checkpoint the application sees
 #           (write + dlckpt_checkpoint returning) over the write alone
 #             METRIC async_visible_vs_write <median of (write+ckpt)/write> x target <= 1.2
 #   warm    sync encode, N data nodes: a warm checkpoint (write + commit +
@@ -27,6 +29,7 @@
 #   --nodes N   data nodes for async and warm (default 8)
 #   --mib M     MiB per rank for async and warm (default 64)
 #   --reps R    runs of async and warm per build, interleaved (default 2)
+#   --idle-ms S the async configuration's compute phase (default 1000)
 #   --only X    only these configurations (default all three)
 #   --cold L    the cold configurations, data nodes:MiB per rank
 #               (default 4:64,8:64,4:256,8:256)
@@ -37,6 +40,7 @@ bins=()
 nodes=8
 mib=64
 reps=2
+idle=1000
 only=()
 cold_cfgs="4:64,8:64,4:256,8:256"
 while [ $# -gt 0 ]; do
@@ -45,9 +49,10 @@ while [ $# -gt 0 ]; do
     --nodes) nodes="$2"; shift 2 ;;
     --mib) mib="$2"; shift 2 ;;
     --reps) reps="$2"; shift 2 ;;
+    --idle-ms) idle="$2"; shift 2 ;;
     --only) only+=("$2"); shift 2 ;;
     --cold) cold_cfgs="$2"; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "memlimit_bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -75,13 +80,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-# run BIN NODES MIB ITERS WARMUP EXTRA... : dlckpt-bench-ckpt under dlckpt-run; prints its ITER/COLD lines.
+# run BIN NODES MIB ITERS WARMUP IDLE_MS EXTRA... : dlckpt-bench-ckpt under dlckpt-run; prints its ITER/COLD lines.
 run() {
-  local b="$1" nn="$2" m="$3" it="$4" wu="$5"; shift 5
+  local b="$1" nn="$2" m="$3" it="$4" wu="$5" im="$6"; shift 6
   local job="memlimit$$x$n" cap=$(( 2 * m + 64 ))
   n=$((n + 1)); jobs_made+=("$job")
   timeout -k 10 900 setsid "$b/dlckpt-run" --nodes "$nn" --spares 1 --job "$job" --capacity "${cap}M" "$@" -- \
-    "$b/dlckpt-bench-ckpt" --mib "$m" --iters "$it" --warmup "$wu" --report-cold --setup-ms 0 2>&1 |
+    "$b/dlckpt-bench-ckpt" --mib "$m" --iters "$it" --warmup "$wu" --idle-ms "$im" --report-cold --setup-ms 0 2>&1 |
     grep -E '^(ITER|COLD) ' || { echo "memlimit_bench.sh: run $job failed" >&2; return 1; }
   "$b/dlckpt-store" rm --job "$job" >/dev/null 2>&1 || true
   rm -rf "/tmp/dlckpt-run.$job"
@@ -99,13 +104,13 @@ for r in $(seq 1 "$reps"); do
   for b in "${bins[@]}"; do
     if wants async; then
       echo "== async, $nodes data nodes + 1 spare, $mib MiB per rank, rep $r: $b  [load $(load)]"
-      out=$(run "$b" "$nodes" "$mib" 9 3 --encode async)
+      out=$(run "$b" "$nodes" "$mib" 9 3 "$idle" --encode async)
       echo "$out" | sed 's/^/   /'
       async_ratio[$b]+=$(echo "$out" | awk '/^ITER/ && !/warmup/ { printf "%s ", ($6 + $8) / $6 }')
     fi
     if wants warm; then
       echo "== sync, $nodes data nodes + 1 spare, $mib MiB per rank, rep $r: $b  [load $(load)]"
-      out=$(run "$b" "$nodes" "$mib" 9 3)
+      out=$(run "$b" "$nodes" "$mib" 9 3 0)
       echo "$out" | sed 's/^/   /'
       warm_total[$b]+=$(echo "$out" | awk '/^ITER/ && !/warmup/ { printf "%s ", $12 }')
     fi
@@ -116,7 +121,7 @@ if wants cold; then
     set -- ${cfg/:/ }
     for b in "${bins[@]}"; do
       echo "== cold, $1 data nodes + 1 spare, $2 MiB per rank, no setup: $b  [load $(load)]"
-      out=$(run "$b" "$1" "$2" 10 0)
+      out=$(run "$b" "$1" "$2" 10 0 0)
       echo "$out" | sed 's/^/   /'
       ratio=$(echo "$out" | awk '/^COLD/ { printf "%.3f", $5 / $9 }')
       echo "   checkpoint 1 / checkpoint 10 (total): $ratio"

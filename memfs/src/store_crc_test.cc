@@ -185,6 +185,10 @@ TEST(StoreCrc, RandomWritePatternsLz4) {
 // at commit; an overwrite inside a block costs that block, not the file.
 TEST(StoreCrc, CommitReadsOnlyWhatWritesDidNotCover) {
   const std::string name = UniqueName("crc");
+  struct Cleanup {
+    std::string name;
+    ~Cleanup() { (void)Store::Destroy(name); }
+  } cleanup{name};  // also when an assertion ends the test early
   StoreOptions o = Options(Compression::kNone, 4096);
   auto s = Store::Create(name, o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -224,8 +228,6 @@ TEST(StoreCrc, CommitReadsOnlyWhatWritesDidNotCover) {
   std::vector<uint8_t> want = data;
   want[3 * 4096 + 100] = x;
   EXPECT_TRUE(ReadFile(st, "/seq") == want);
-  s->reset();
-  (void)Store::Destroy(name);
 }
 
 }  // namespace

@@ -124,7 +124,8 @@ if wants cold; then
       out=$(run "$b" "$1" "$2" 10 0 0)
       echo "$out" | sed 's/^/   /'
       ratio=$(echo "$out" | awk '/^COLD/ { printf "%.3f", $5 / $9 }')
-      echo "   checkpoint 1 / checkpoint 10 (total): $ratio"
+      echo "   checkpoint 1 / checkpoint 10 (total): $ratio; checkpoint 2 / checkpoint 10: $(echo "$out" |
+        awk '/^ITER 1 / { t2 = $12 } /^ITER 9 / { t10 = $12 } END { if (t10 > 0) printf "%.3f", t2 / t10 }')"
       cold_worst[$b]=$(echo "${cold_worst[$b]:-0} $ratio" | awk '{ print ($2 > $1) ? $2 : $1 }')
     done
   done

@@ -297,7 +297,10 @@ Status Service::Hello(const protocol::Hello& h) {
   drop_old_parity_ = role_.kind == RoleKind::kData &&
                      !layout_.groups[static_cast<size_t>(role_.group)].spread;
   if (rank_ == 0) Log("groups: " + DescribeLayout(layout_));
-  if (serving_) StartWarmup(slot_bytes);
+  if (serving_) {
+    StartWarmup(slot_bytes, 1, true);
+    second_slot_bytes_ = role_.kind == RoleKind::kSpare ? slot_bytes : 0;
+  }
   return Status::OK();
 }
 
@@ -407,7 +410,13 @@ Result<std::string> Service::Execute(uint32_t cmd, const std::string& payload,
     case kCmdEncode: {
       DLCKPT_ASSIGN_OR_RETURN(protocol::Encode m, protocol::DecodeEncode(payload));
       *reply_type = protocol::MsgType::kDone;
-      return protocol::EncodeDone(Encode(m.epoch, m.keep));
+      std::string done = protocol::EncodeDone(Encode(m.epoch, m.keep));
+      if (second_slot_bytes_ != 0) {
+        // While the application computes until its next checkpoint.
+        StartWarmup(second_slot_bytes_, 2, false);
+        second_slot_bytes_ = 0;
+      }
+      return done;
     }
     case kCmdSurvey: {
       auto s = Survey();

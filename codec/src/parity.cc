@@ -278,17 +278,18 @@ Result<uint8_t*> ParitySlots::Prepare(const protocol::ParityReport& info, uint64
   return m.shm->data() + header;
 }
 
-Status ParitySlots::Reserve(const protocol::ParityReport& shape, uint64_t length) {
+Status ParitySlots::Reserve(const protocol::ParityReport& shape, uint64_t length, int slots) {
   protocol::ParityReport want = shape;
   want.epoch = 0;
   want.complete = false;
-  for (int s = 0; s < 2; ++s) {
+  for (int s = 0, taken = 0; s < 2 && taken < slots; ++s) {
     Mapped& m = slots_[s];
     (void)Load(s, &m);
     want.name = SlotName(s);
     const uint64_t header = HeaderFor(want, length);
     const uint64_t size = header + std::max((length + kPage - 1) / kPage * kPage, kPage);
     if (m.valid && m.info.complete) continue;  // may be the parity a recovery needs
+    ++taken;
     if (m.shm && m.shm->size() >= size) continue;
     m.shm.reset();
     m.valid = false;

@@ -86,14 +86,16 @@ class ParitySlots {
   // Prepare sets last_prepare_fresh() also when the slot held a complete
   // parity and its data area moved (a header of another size): that
   // parity's bytes are then not where they were.
-  // Creates, pre-faulted and pre-touched, each slot that is missing or
-  // smaller than a parity of `length` bytes for a group of `shape` (its
-  // members' records; epoch and sizes ignored) needs, so that the first
-  // encodes write pages already written once. A slot holding a complete
-  // parity is left alone. The slots carry a valid incomplete header until a
-  // Prepare. Prepare later shrinks a slot far larger than an epoch needs.
-  // Fails (ENOSPC, ...) leaving the slot absent: Prepare creates it then.
-  Status Reserve(const control::protocol::ParityReport& shape, uint64_t length);
+  // Makes sure that the first `slots` (1 or 2) slots holding no complete
+  // parity, in slot order, exist and hold a parity of `length` bytes for a
+  // group of `shape` (its members' records; epoch and sizes ignored):
+  // creates, pre-faulted and pre-touched, each one missing or too small, so
+  // that the encodes write pages already written once. The first such slot
+  // is the one the next Prepare takes. A slot holding a complete parity is
+  // left alone. The slots carry a valid incomplete header until a Prepare.
+  // Prepare later shrinks a slot far larger than an epoch needs. Fails
+  // (ENOSPC, ...) leaving the slot absent: Prepare creates it then.
+  Status Reserve(const control::protocol::ParityReport& shape, uint64_t length, int slots = 2);
   // Marks the prepared parity complete, with the CRC32C of each block.
   Status Complete();
   // Incremental encode: as Complete, for a parity written by updating the

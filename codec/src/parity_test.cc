@@ -116,6 +116,32 @@ TEST_F(ParityTest, ReservedSlotsAreUsedWithoutRecreatingThem) {
   EXPECT_EQ(s.Find(0, 0, 2, 1)->data[0], 2);
 }
 
+// The warm-up's order: the slot the first Prepare takes, then, after that
+// epoch is complete, the other one; neither Prepare creates a slot.
+TEST_F(ParityTest, ReservingOneSlotAtATimeFollowsPrepare) {
+  ParitySlots s(job_, "n9");
+  struct stat st;
+  ASSERT_TRUE(s.Reserve(Info(0), 16 * 4096, 1).ok());
+  ASSERT_EQ(stat(("/dev/shm" + s.SlotName(0)).c_str(), &st), 0);
+  EXPECT_NE(stat(("/dev/shm" + s.SlotName(1)).c_str(), &st), 0) << "only one slot reserved";
+  auto p = s.Prepare(Info(1), 16 * 4096, 0);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(s.last_prepare_fresh());
+  std::memset(*p, 1, 16 * 4096);
+  ASSERT_TRUE(s.Complete().ok());
+  // Slot 0 holds complete parity now: the second reservation takes slot 1.
+  ASSERT_TRUE(s.Reserve(Info(0), 16 * 4096, 2).ok());
+  ASSERT_EQ(stat(("/dev/shm" + s.SlotName(1)).c_str(), &st), 0);
+  EXPECT_GE(st.st_size, 17 * 4096);
+  p = s.Prepare(Info(2), 16 * 4096, 1);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(s.last_prepare_fresh());
+  std::memset(*p, 2, 16 * 4096);
+  ASSERT_TRUE(s.Complete().ok());
+  EXPECT_EQ(s.Find(0, 0, 1, 1)->data[0], 1);
+  EXPECT_EQ(s.Find(0, 0, 2, 1)->data[0], 2);
+}
+
 TEST_F(ParityTest, ASlotFarLargerThanAnEpochNeedsIsShrunkInPlace) {
   ParitySlots s(job_, "n9");
   const uint64_t big = uint64_t{80} << 20;  // more than twice 4 KiB + 64 MiB

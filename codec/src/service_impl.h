@@ -182,10 +182,13 @@ class Service {
   // Collective: a spare's estimate of its group's parity length (the
   // largest member's LocalStoreBytes); 0 elsewhere.
   Result<uint64_t> GroupBound();
-  // Starts the thread that attaches this data node's stores, or reserves this
-  // spare's parity slots for `slot_bytes` ($DLCKPT_CODEC_WARMUP=0: nothing).
+  // Starts the thread that attaches this data node's stores (`stores`), or
+  // reserves `slots` of this spare's parity slots for `slot_bytes`
+  // ($DLCKPT_CODEC_WARMUP=0: nothing). After a HELLO a spare reserves the
+  // slot the first encode takes, and the other one once that encode is done
+  // (second_slot_bytes_), so the first encode waits for one slot only.
   // Until FinishWarmup the thread alone touches parity_ and warmup_.
-  void StartWarmup(uint64_t slot_bytes);
+  void StartWarmup(uint64_t slot_bytes, int slots, bool stores);
   // Joins the warm-up, if any, and adopts the stores it attached; logs a
   // failure, emits events::Warmup. Every command calls it first.
   void FinishWarmup();
@@ -235,8 +238,10 @@ class Service {
     std::map<int32_t, std::unique_ptr<memfs::Store>> stores;
     Status status;
     double began = 0, done = 0;
+    int slots = 0;  // parity slots reserved (spares)
   };
   Warmup warmup_;
+  uint64_t second_slot_bytes_ = 0;  // spare: the slot to reserve after the next encode (0: none)
   bool serving_ = false;  // Serve(): warm up after a HELLO (not in one-shot modes)
   // Incremental encode: this data node's image of the kept epoch and its
   // changed ranges (from LocalDelta), and the buffer its deltas are packed in.

@@ -1,12 +1,14 @@
 // Warm-up of the dlckpt-codec service (Service, service_impl.h): after a
 // HELLO, while the application runs up to its first checkpoint, each data
 // node attaches its stores (the read-all mapping faults in every page table
-// entry) and each spare creates and pre-touches both parity slots, sized
-// for half the data capacity of the largest member (an epoch written while
-// the previous one stays acknowledged fits in it; a larger one makes the
-// encode create a larger slot, as without warm-up). Done on a thread, so the HELLO is
-// answered at once; the next command joins it first. The encodes of epochs
-// 1 and 2 then find everything in place, as the tenth does.
+// entry) and each spare creates and pre-touches the parity slot the first
+// encode takes; the other one after that encode, while the application
+// computes to its second checkpoint. Slots are sized for half the data
+// capacity of the largest member (an epoch written while the previous one
+// stays acknowledged fits in it; a larger one makes the encode create a
+// larger slot, as without warm-up). Done on a thread, so the HELLO (or the
+// encode's DONE) is answered at once; the next command joins it first. The
+// encodes of epochs 1 and 2 then find everything in place, as the tenth does.
 //
 // Thread safety: between StartWarmup and FinishWarmup the thread alone uses
 // parity_ and warmup_; the service thread touches neither (every command
@@ -61,12 +63,13 @@ Result<uint64_t> Service::GroupBound() {
   return bound;
 }
 
-void Service::StartWarmup(uint64_t slot_bytes) {
+void Service::StartWarmup(uint64_t slot_bytes, int slots, bool stores) {
   FinishWarmup();
   if (!EnvSwitchOn("DLCKPT_CODEC_WARMUP")) return;
   std::vector<int32_t> ranks;
   protocol::ParityReport shape;
   if (role_.kind == RoleKind::kData) {
+    if (!stores) return;
     ranks = my_app_ranks_;
   } else if (role_.kind == RoleKind::kSpare && slot_bytes > 0) {
     const Group& g = layout_.groups[static_cast<size_t>(role_.group)];
@@ -86,7 +89,8 @@ void Service::StartWarmup(uint64_t slot_bytes) {
   }
   warmup_.active = true;
   warmup_.began = Now();
-  warmup_.thread = std::thread([this, ranks, shape, slot_bytes] {
+  warmup_.slots = shape.members.empty() ? 0 : slots;
+  warmup_.thread = std::thread([this, ranks, shape, slot_bytes, slots] {
     Status st;
     for (int32_t r : ranks) {
       auto name = StoreName(cfg_.job, cfg_.node, r);
@@ -98,7 +102,7 @@ void Service::StartWarmup(uint64_t slot_bytes) {
       }
     }
     if (!shape.members.empty()) {
-      st = parity_.Reserve(shape, slot_bytes)
+      st = parity_.Reserve(shape, slot_bytes, slots)
                .Prefixed("reserving parity slots of " + std::to_string(slot_bytes) + " bytes");
     }
     warmup_.status = st;
@@ -113,7 +117,10 @@ void Service::FinishWarmup() {
   warmup_.active = false;
   for (auto& [r, s] : warmup_.stores) stores_[r] = std::move(s);
   warmup_.stores.clear();
-  const std::string what = std::string(role_.kind == RoleKind::kSpare ? "parity slots" : "stores") + " " +
+  const std::string what = std::string(role_.kind != RoleKind::kSpare ? "stores"
+                                       : warmup_.slots == 1           ? "parity slots (the first)"
+                                                                      : "parity slots (the second)") +
+                           " " +
                            Fixed(warmup_.done - warmup_.began) + " s, waited " + Fixed(Now() - t) + " s";
   events::Emit(events::Warmup(cfg_.node, warmup_.done - warmup_.began, Now() - t));
   if (!warmup_.status.ok()) {

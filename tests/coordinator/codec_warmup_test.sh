@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The codec's warm-up after a HELLO (issue 21, item 5): data nodes attach
-# their stores and spares reserve both parity slots before the first
-# checkpoint, so that the encodes of epochs 1 and 2 write into slots that
-# exist already. Asserted from the codec's trace, not from timings:
-#   first     every codec process reports its warm-up; the spare's encodes
-#             of epochs 1 and 2 create no parity slot. With
+# their stores and spares reserve the first parity slot before the first
+# checkpoint and the second once encode 1 is done, so that the encodes of
+# epochs 1 and 2 write into slots that exist already. Asserted from the
+# codec's trace, not from timings:
+#   first     every codec process reports its warm-up, the spare the second
+#             slot's after encode 1; the spare's encodes of epochs 1 and 2
+#             create no parity slot. With
 #             DLCKPT_CODEC_WARMUP=0 they do (the check can fail).
 #   recovery  a node killed after checkpoint 2: the relaunched codec warms up
 #             again, its first encode creates no slot, and the application
@@ -41,9 +43,15 @@ first)
   for n in vn0 vn1 vn2; do
     log | grep -qE "dlckpt-codec\[[0-9]+ $n\]: warm-up: stores [0-9.]+ s" || fail "$n did not attach its stores"
   done
-  log | grep -qE "dlckpt-codec\[[0-9]+ vn3\]: warm-up: parity slots [0-9.]+ s" || fail "the spare did not reserve"
-  [ "$(grep -c ' codec warmup vn' "/tmp/dlckpt-run.$job/events")" = 4 ] ||
-    fail "not one warmup event per node"
+  log | grep -qE "dlckpt-codec\[[0-9]+ vn3\]: warm-up: parity slots \(the first\) [0-9.]+ s" ||
+    fail "the spare did not reserve the first slot"
+  # The second slot: once encode 1 is done, not before (encode 1 waits for one slot only).
+  log | awk '/vn3\]: group 0 encode of epoch 1 \(parity\)/ { e = 1 }
+             /vn3\]: warm-up: parity slots \(the second\)/ && !seen { seen = 1; ok = e }
+             END { exit !ok }' ||
+    fail "the spare did not reserve the second slot after encode 1"
+  [ "$(grep -c ' codec warmup vn' "/tmp/dlckpt-run.$job/events")" = 5 ] ||
+    fail "not one warmup event per data node and two for the spare"
   for e in 1 2 3; do
     l=$(spare_line $e vn3)
     [ -n "$l" ] || fail "no trace of encode $e on the spare"
@@ -59,9 +67,9 @@ recovery)
     fail "exit $?"
   grep -q "recovery 1" "$out" || fail "no recovery"
   grep -qE "^RELOAD .*verified" "$out" || fail "the relaunched ranks did not read their checkpoint back"
-  [ "$(log | grep -c 'warm-up: parity slots')" -ge 2 ] || fail "the relaunched codec's spare did not warm up"
+  [ "$(log | grep -c 'warm-up: parity slots (the first)')" -ge 2 ] || fail "the relaunched codec's spare did not warm up"
   # The spare's first encode after the relaunched codec's warm-up.
-  l=$(log | awk '/warm-up: parity slots/ { n++ } n >= 2 && /encode of epoch [0-9]+ \(parity\):/ { print; exit }')
+  l=$(log | awk '/warm-up: parity slots \(the first\)/ { n++ } n >= 2 && /encode of epoch [0-9]+ \(parity\):/ { print; exit }')
   [ -n "$l" ] || fail "no spare's trace of the encode after the relaunch"
   case "$l" in *"new parity slot"*) fail "the first encode after the relaunch created a slot: $l" ;; esac
   ;;

@@ -49,7 +49,7 @@ enum class Kind : uint8_t {
   // Codec service (its rank 0 unless a node is named).
   kReady,          // generation
   kProtection,     // text: the protection left ("unprotected: no spare node left; ...")
-  kWarmup,         // node, seconds (the warm-up took), waited (the first encode waited)
+  kWarmup,         // node, seconds (the warm-up took), waited (the next command waited for it)
   kEncodeBegin,    // epoch
   kEncodeDelta,    // epoch, groups_delta, groups, bytes (sent), total (image bytes)
   kEncodeProgress, // epoch, done, total, seconds

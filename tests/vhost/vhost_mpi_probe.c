@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
   memset(&out, 0, sizeof out);
   memset(&in, 0, sizeof in);
   out.rank = rank;
-  snprintf(out.host, sizeof out.host, "%s", host);
+  snprintf(out.host, sizeof out.host, "%.63s", host); /* a node name fits (names.h) */
   int next = (rank + 1) % size, prev = (rank + size - 1) % size;
   MPI_Request reqs[2];
   MPI_Irecv(&in, (int)sizeof in, MPI_BYTE, prev, 7, MPI_COMM_WORLD, &reqs[0]);

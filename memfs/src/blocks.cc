@@ -136,24 +136,23 @@ uint64_t Store::Impl::WriteRangeLocked(Node& node, const uint8_t* src, uint64_t 
     } else {
       blk = blocks_.Ptr(node.blocks[bi]);
     }
-    // [pos, pos + piece) splits into a hole part (< off) and a data part.
+    // [pos, pos + piece): zeros up to zero_end (the hole below `off`, or
+    // everything when src is null), then src's bytes.
     FileNode::BlockCrc* c = compressed_ ? nullptr : CrcToExtendLocked(node, bi, bo);
     uint32_t crc = c ? c->crc : 0;
-    uint64_t hole_end = std::min(std::max(pos, off), pos + piece);
-    if (hole_end > pos) {
-      std::memset(blk + bo, 0, hole_end - pos);
-      if (c) crc = Crc32c(blk + bo, hole_end - pos, crc);
+    const uint64_t zero_end = src ? std::min(std::max(pos, off), pos + piece) : pos + piece;
+    if (zero_end > pos) {
+      std::memset(blk + bo, 0, zero_end - pos);
+      if (c) crc = Crc32c(blk + bo, zero_end - pos, crc);
     }
-    if (pos + piece > hole_end) {
-      uint64_t n = pos + piece - hole_end;
-      uint8_t* d = blk + bo + (hole_end - pos);
-      if (src && c) {
-        crc = Crc32cCopy(d, src + (hole_end - off), n, crc);
-      } else if (src) {
-        std::memcpy(d, src + (hole_end - off), n);
+    if (pos + piece > zero_end) {
+      uint8_t* d = blk + bo + (zero_end - pos);
+      const uint8_t* from_src = src + (zero_end - off);
+      const uint64_t n = pos + piece - zero_end;
+      if (c) {
+        crc = Crc32cCopy(d, from_src, n, crc);
       } else {
-        std::memset(d, 0, n);
-        if (c) crc = Crc32c(d, n, crc);
+        std::memcpy(d, from_src, n);
       }
     }
     if (c) *c = {crc, static_cast<uint32_t>(bo + piece)};
@@ -214,10 +213,6 @@ Status Store::Impl::ShrinkLocked(Node& node, uint64_t size) {
   node.size = size;
   node.crc_valid = false;
   if (node.block_crcs.size() > keep) node.block_crcs.resize(keep);
-  if (keep > 0 && node.block_crcs.size() == keep &&
-      node.block_crcs.back().len > size - (keep - 1) * geo_.block_size) {
-    node.block_crcs.back() = {};  // the cut is inside the known prefix
-  }
   if (compressed_) {
     node.chunks.resize(BlocksFor(size, cs));
     if (size % cs != 0) {
@@ -253,6 +248,7 @@ Result<uint32_t> Store::Impl::NodeCrcLocked(Node& node) {
     uint64_t left = node.size;
     for (uint64_t i = 0; i < node.blocks.size(); ++i) {
       uint64_t n = std::min<uint64_t>(left, bs);
+      // A prefix longer than the block's bytes (the file was cut inside it) is not used.
       FileNode::BlockCrc known;
       if (i < node.block_crcs.size() && node.block_crcs[i].len <= n) known = node.block_crcs[i];
       uint32_t bc = known.crc;

@@ -61,7 +61,8 @@ struct FileNode {
   // the CRC32C of the first `len` bytes of block i as computed when they
   // were written, so that a commit reads again only what it does not cover.
   // Entries past the end count as {0, 0} (nothing known), which is always
-  // true; `len` never exceeds the block's bytes in the file.
+  // true. After a cut inside a block its prefix may be longer than the
+  // block's bytes; the commit then ignores it and a write inside it forgets it.
   struct BlockCrc {
     uint32_t crc = 0;
     uint32_t len = 0;

@@ -318,6 +318,7 @@ int AttachLocked(bool create, bool quiet) {
   p.store = std::move(store).value().release();
   p.owner_pid = static_cast<pid_t>(Sys(SYS_getpid));
   p.block_size.store(static_cast<uint32_t>(p.store->stats().block_size));
+  p.rank.store(cfg->options.rank);
   return 0;
 }
 
@@ -634,6 +635,13 @@ int OpenPath(const std::string& path, int flags, mode_t mode) {
   if (kind == OpenFile::Kind::kDir && (flags & O_DIRECTORY)) status |= O_DIRECTORY;
   auto of = std::make_shared<OpenFile>(kind, memfs_fd, ref.generation(), path, status);
   of->native_append = kind == OpenFile::Kind::kFile && (flags & O_APPEND) != 0;
+  // A rank > 0 opening an empty file for writing: IOR's shared file looks
+  // like this on every rank but 0 (fd_ops.cc, SharedFileRefusal).
+  if (kind == OpenFile::Kind::kFile && acc != O_RDONLY && p.rank.load() > 0 &&
+      (ent.type != Entry::Type::kFile || (flags & O_TRUNC) || ent.info.size == 0) &&
+      EnvSwitchOn("DLCKPT_SHARED_FILE_CHECK")) {
+    of->start.store(OpenFile::Start::kEmpty);
+  }
   std::shared_ptr<OpenFile> old;
   if (!p.fds.Set(fd, std::move(of), &old)) {
     Sys(SYS_close, fd);

@@ -62,6 +62,15 @@ struct OpenFile final : std::enable_shared_from_this<OpenFile> {
   std::atomic<int> status_flags;  // what F_GETFL reports
   bool native_append = false;  // memfs handle opened with O_APPEND
   std::mutex append_mu;        // serialises emulated O_APPEND (seek + write)
+
+  // The shared-file (N-to-1) check (NoteWrite, SharedFileRefusal in
+  // fd_ops.cc). kOff: not checked. kEmpty: opened for writing, empty, by a
+  // rank > 0; nothing written yet. kHole: written, never at offset 0
+  // (first_write holds where the first write started). kStart: byte 0 was
+  // written, so the file is taken as the rank's own.
+  enum class Start : uint8_t { kOff, kEmpty, kHole, kStart };
+  std::atomic<Start> start{Start::kOff};
+  std::atomic<uint64_t> first_write{0};
 };
 
 // ---- the process -------------------------------------------------------------------
@@ -173,6 +182,7 @@ struct Process {
   gid_t gid = 0;
   int64_t start_ns = 0;
   std::atomic<uint32_t> block_size{64u << 10};
+  std::atomic<int> rank{0};        // the attached store's rank (ResolveConfig)
   std::atomic<bool> warned_store{false};
   // Ownership policy: once attached, the store stays attached for the life of
   // the process (until exit, exec or DetachStore()), so metadata calls cost

@@ -471,5 +471,109 @@ TEST_F(CoreTest, ConfigureSetsCompressionOfANewStore) {
   EXPECT_NE(bad.ToString().find("StoreConfig::compress"), std::string::npos) << bad.ToString();
 }
 
+// The shared-file (N-to-1) check: a rank > 0 that opened a file empty and
+// never wrote its start is refused at the last close (ENOTSUP), and loses
+// nothing; rank 0, a file written from its start (also last), a file that
+// was not empty, and DLCKPT_SHARED_FILE_CHECK=0 are not.
+class SharedFileTest : public CoreTest {
+ protected:
+  void SetUp() override {
+    CoreTest::SetUp();
+    StoreConfig c;
+    c.store_name = name_;
+    c.capacity = 4 << 20;
+    c.block_size = 64 << 10;
+    c.rank = 1;
+    ASSERT_TRUE(Configure(c).ok());
+  }
+  static ssize_t Pwrite(int fd, const std::string& s, off_t off) {
+    ssize_t r;
+    EXPECT_EQ(dlckpt_ic_pwrite(fd, s.data(), s.size(), off, &r), 1);
+    return r;
+  }
+  static std::string Contents(const char* path) {
+    int fd = Open(path, O_RDONLY);
+    std::string s = Read(fd, 1 << 20);
+    EXPECT_EQ(Close(fd), 0);
+    return s;
+  }
+};
+
+TEST_F(SharedFileTest, ARanksPartOfASharedFileIsRefusedAtCloseAndKept) {
+  // IOR without -F, rank 1 of 2, two segments of 64 KiB blocks.
+  int fd = Open("/dlckpt/ior/testFile", O_CREAT | O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::string block(64 << 10, 'b');
+  EXPECT_EQ(Pwrite(fd, block, 1 * (64 << 10)), 64 << 10);
+  EXPECT_EQ(Pwrite(fd, block, 3 * (64 << 10)), 64 << 10);
+  errno = 0;
+  EXPECT_EQ(Close(fd), -1);
+  EXPECT_EQ(errno, ENOTSUP);
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1);  // the descriptor is gone all the same
+  std::string kept = Contents("/dlckpt/ior/testFile");
+  ASSERT_EQ(kept.size(), size_t{4 * (64 << 10)});
+  EXPECT_EQ(kept.substr(3 * (64 << 10)), block);
+  // Sequential writes after a seek, and stdio, are seen the same way.
+  fd = Open("/dlckpt/seq", O_CREAT | O_WRONLY | O_TRUNC);
+  EXPECT_EQ(Seek(fd, 4096, SEEK_SET), 4096);
+  EXPECT_EQ(Write(fd, "data"), 4);
+  EXPECT_EQ(Close(fd), -1);
+  EXPECT_EQ(errno, ENOTSUP);
+  FILE* f;
+  ASSERT_EQ(dlckpt_ic_fopen("/dlckpt/stream", "w", &f), 1);
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(fseek(f, 8192, SEEK_SET), 0);
+  fputs("tail", f);
+  EXPECT_EQ(fclose(f), EOF);
+  EXPECT_EQ(errno, ENOTSUP);
+  EXPECT_EQ(Contents("/dlckpt/stream").substr(8192), "tail");
+}
+
+TEST_F(SharedFileTest, OnlyTheLastCloseOfADescriptionDecides) {
+  int fd = Open("/dlckpt/dup", O_CREAT | O_WRONLY);
+  int d;
+  ASSERT_EQ(dlckpt_ic_dup(fd, &d), 1);
+  EXPECT_EQ(Pwrite(fd, "x", 100), 1);
+  EXPECT_EQ(Close(fd), 0);
+  EXPECT_EQ(Close(d), -1);
+  EXPECT_EQ(errno, ENOTSUP);
+}
+
+TEST_F(SharedFileTest, PrivateFilesOfARankAreNotRefused) {
+  // Written from the start, as every rank's private file of one name is.
+  int fd = Open("/dlckpt/private", O_CREAT | O_WRONLY | O_TRUNC);
+  EXPECT_EQ(Write(fd, "whole file"), 10);
+  EXPECT_EQ(Close(fd), 0);
+  // The header written last.
+  fd = Open("/dlckpt/header_last", O_CREAT | O_WRONLY | O_TRUNC);
+  EXPECT_EQ(Pwrite(fd, "body", 64), 4);
+  EXPECT_EQ(Pwrite(fd, "head", 0), 4);
+  EXPECT_EQ(Close(fd), 0);
+  // Appended to an empty file: the first write is at 0.
+  fd = Open("/dlckpt/log", O_CREAT | O_WRONLY | O_APPEND);
+  EXPECT_EQ(Write(fd, "line\n"), 5);
+  EXPECT_EQ(Close(fd), 0);
+  // A file that was not empty: patched in place past its start.
+  fd = Open("/dlckpt/private", O_WRONLY);
+  EXPECT_EQ(Pwrite(fd, "X", 5), 1);
+  EXPECT_EQ(Close(fd), 0);
+  // Opened read-only, or nothing written.
+  fd = Open("/dlckpt/empty", O_CREAT | O_RDWR);
+  EXPECT_EQ(Close(fd), 0);
+  // Turned off.
+  setenv("DLCKPT_SHARED_FILE_CHECK", "0", 1);
+  fd = Open("/dlckpt/sparse", O_CREAT | O_WRONLY);
+  EXPECT_EQ(Pwrite(fd, "x", 4096), 1);
+  EXPECT_EQ(Close(fd), 0);
+  unsetenv("DLCKPT_SHARED_FILE_CHECK");
+}
+
+TEST_F(CoreTest, RankZeroIsNeverRefused) {
+  int fd = Open("/dlckpt/ior/testFile", O_CREAT | O_RDWR);
+  EXPECT_EQ(Seek(fd, 65536, SEEK_SET), 65536);
+  EXPECT_EQ(Write(fd, "rank 0 skips its start"), 22);
+  EXPECT_EQ(Close(fd), 0);
+}
+
 }  // namespace
 }  // namespace dlckpt::intercept

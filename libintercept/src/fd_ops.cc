@@ -70,6 +70,52 @@ bool EmulatedAppend(const OpenFile& f) {
   return !f.native_append && (f.status_flags.load() & O_APPEND) != 0;
 }
 
+// ---- the shared-file (N-to-1) check ----
+//
+// Every rank has its own store, so several ranks writing one path (IOR
+// without -F) each write a private file holding only their own regions, and
+// nothing shows it until the data is read back. Rank r > 0 of such a run
+// opens the file empty and writes only from r x block size on, never its
+// start. A private file of the same name on every rank (correct under
+// dlckpt) is written from its start, and a program that writes its header
+// last has written it by close. So a description opened empty by a rank
+// > 0 whose writes never covered offset 0 is refused at its last close:
+// close fails with ENOTSUP and one line says why. The bytes stay in the
+// store. DLCKPT_SHARED_FILE_CHECK=0 turns the check off (OpenPath).
+
+constexpr uint64_t kAtPosition = UINT64_MAX;  // a write at the descriptor's offset
+
+// Records that `n` bytes were written at `at` (kAtPosition: they ended at the
+// descriptor's offset now).
+void NoteWrite(memfs::Store* s, OpenFile& f, uint64_t at, size_t n) {
+  OpenFile::Start st = f.start.load(std::memory_order_relaxed);
+  if (st != OpenFile::Start::kEmpty && st != OpenFile::Start::kHole) return;
+  if (at == kAtPosition) {
+    auto pos = s->Seek(f.memfs_fd, 0, SEEK_CUR);
+    if (!pos.ok()) return;
+    at = *pos - n;
+  }
+  if (at == 0) {
+    f.start.store(OpenFile::Start::kStart);
+  } else if (st == OpenFile::Start::kEmpty) {
+    f.first_write.store(at);
+    f.start.store(OpenFile::Start::kHole);
+  }
+}
+
+// 0, or ENOTSUP (said on stderr) when `f`, being closed for the last time,
+// is a rank's part of a shared file.
+int SharedFileRefusal(const std::shared_ptr<OpenFile>& f) {
+  if (f->start.load() != OpenFile::Start::kHole || f.use_count() > 1) return 0;
+  Warn("rank " + std::to_string(P().rank.load()) + ": " + f->path + ": close fails with ENOTSUP: this rank opened " +
+       "the file empty and wrote it from offset " + std::to_string(f->first_write.load()) +
+       " on, never its start, as a rank of a file shared by several ranks (N-to-1) does. dlckpt has no shared " +
+       "namespace: each rank's /dlckpt is its own store, holding its own file of that name with only its own " +
+       "regions (kept). Write one file per rank (IOR: -F), or set DLCKPT_SHARED_FILE_CHECK=0 if the file is " +
+       "private to the rank.");
+  return ENOTSUP;
+}
+
 ssize_t WriteOp(StoreRef& ref, OpenFile& f, const void* buf, size_t len, off_t off, int& err) {
   if (auto* hook = WriteHook().load(std::memory_order_relaxed)) {
     if (WriteHook().compare_exchange_strong(hook, nullptr)) hook();
@@ -84,6 +130,7 @@ ssize_t WriteOp(StoreRef& ref, OpenFile& f, const void* buf, size_t len, off_t o
   }
   memfs::Store* s = ref.store();
   Result<size_t> r = size_t{0};
+  uint64_t at = off < 0 ? kAtPosition : static_cast<uint64_t>(off);
   if (EmulatedAppend(f)) {
     std::lock_guard<std::mutex> lock(f.append_mu);
     auto end = s->Fstat(f.memfs_fd);
@@ -101,6 +148,7 @@ ssize_t WriteOp(StoreRef& ref, OpenFile& f, const void* buf, size_t len, off_t o
     } else {
       r = s->Pwrite(f.memfs_fd, buf, len, end->size);
     }
+    at = end->size;
   } else {
     r = off < 0 ? s->Write(f.memfs_fd, buf, len)
                 : s->Pwrite(f.memfs_fd, buf, len, static_cast<uint64_t>(off));
@@ -109,6 +157,7 @@ ssize_t WriteOp(StoreRef& ref, OpenFile& f, const void* buf, size_t len, off_t o
     err = r.status().code();
     return -1;
   }
+  if (*r > 0) NoteWrite(s, f, at, *r);
   return static_cast<ssize_t>(*r);
 }
 
@@ -254,7 +303,9 @@ int FdClose(int fd) {
     std::shared_ptr<OpenFile> f = Fds().Take(fd);
     if (f != nullptr) {
       Sys(SYS_close, fd);
-      return 0;
+      int refused = SharedFileRefusal(f);
+      f.reset();  // closes the memfs handle, which may touch errno
+      return refused == 0 ? 0 : FailErrno(refused);
     }
   }
   return FailErrno(EBADF);
@@ -285,7 +336,9 @@ int dlckpt_ic_close(int fd, int* out) {
   std::shared_ptr<OpenFile> f = Fds().Take(fd);
   if (f == nullptr) return 0;
   Sys(SYS_close, fd);  // the placeholder; the memfs handle closes with the last reference
-  *out = 0;
+  int refused = SharedFileRefusal(f);
+  f.reset();  // closes the memfs handle, which may touch errno
+  *out = refused == 0 ? 0 : FailErrno(refused);
   return 1;
 }
 

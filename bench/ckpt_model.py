@@ -524,7 +524,7 @@ def main():
         trs.append([r["config"], str(r["ranks"]), "%d MiB" % r["mib"], "%.3f" % r["write"], "%.3f" % r["encode"],
                     "%.3f" % r["overhead"], "%.3f" % r["total"],
                     "%.3f (%.1fx)" % (r["cold_total"], r["cold_over_warm"]), "%.0f %%" % r["spread_pct"],
-                    "%.2f GB/s" % r["throughput_gbs"], "%.3f (%+.0f %%)" % (r["pred_total"], r["pred_error_pct"]),
+                    "%.0f MiB/s" % (r["throughput_gbs"] * GB / MIB), "%.3f (%+.0f %%)" % (r["pred_total"], r["pred_error_pct"]),
                     "%.3f (%+.0f %%)" % (r["pred_fused_total"], r["pred_fused_error_pct"])])
     md.append(table(["m:n", "ranks", "per rank", "write", "encode", "overhead", "total (warm)",
                      "first checkpoint (cold, x warm)", "spread", "throughput",
@@ -560,17 +560,17 @@ def main():
                          "rebuild / encode", "model"], trs))
         md.append("")
     if raw["ior"]:
-        # GB/s (decimal) as every other figure here; IOR reports MiB/s.
-        md.append("dlckpt-ior (IOR's Max Write / Max Read, converted to GB/s):")
+        # MiB/s, IOR's own unit, as in the plots and the checkpoint table.
+        md.append("dlckpt-ior (IOR's Max Write / Max Read, MiB/s):")
         md.append("")
         trs = []
         for i in raw["ior"]:
             if i["target"] in ("tmpfs -e", "disk -e", "glusterfs -e"):
                 continue
             trs.append([i["target"], str(i["ranks"]), "%d MiB" % i["mib"],
-                        "%.2f" % (i["write_mibs"] * MIB / GB) if "write_mibs" in i else "-",
-                        "%.2f" % (i["read_mibs"] * MIB / GB) if "read_mibs" in i else "-"])
-        md.append(table(["target", "ranks", "per rank", "write GB/s", "read GB/s"], trs))
+                        "%.0f" % i["write_mibs"] if "write_mibs" in i else "-",
+                        "%.0f" % i["read_mibs"] if "read_mibs" in i else "-"])
+        md.append(table(["target", "ranks", "per rank", "write MiB/s", "read MiB/s"], trs))
         md.append("")
     md.append("Model (thesis ch. 7, fitted by least squares; CPU share max(1, processes / %d cores)):" % cores)
     md.append("")

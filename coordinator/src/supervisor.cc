@@ -29,6 +29,7 @@
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
 #include "dlckpt/base/units.h"
+#include "app_mpi.h"
 #include "launch.h"
 #include "procs.h"
 #include "run_dir.h"
@@ -439,6 +440,12 @@ Status Supervisor::Setup() {
   }
   if (!fs::exists(CodecPath()) && CodecPath().find('/') != std::string::npos) {
     return Status::NotFound("codec executable " + CodecPath() + " not found (use --codec)");
+  }
+  // A program of the other MPI would run as one job per rank (app_mpi.h).
+  if (o_.launcher == "mpiexec" && !o_.program.empty()) {
+    if (auto m = ProgramMpiLibraries(o_.program[0])) {
+      DLCKPT_RETURN_IF_ERROR(CheckProgramMpi(o_.program[0], *m, o_.mpi_flavor, o_.mpiexec));
+    }
   }
   return Status::OK();
 }

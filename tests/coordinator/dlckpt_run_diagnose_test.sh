@@ -11,6 +11,11 @@
 #              that never happened; a planned kill explains Hydra's banner.
 #   usage      an unknown option gets the closest known one and
 #              exit 2; --help (exit 0) documents the options.
+#   othermpi   (issue 33) a program linked with the other MPI than dlckpt's
+#              (mpicc.openmpi for an MPICH build, mpicc.mpich for an Open MPI
+#              one) is refused before anything starts (exit 5), naming its
+#              MPI library, dlckpt's MPI and the fix; the same program built
+#              with dlckpt's MPI runs as one job of 2 ranks;
 #   progress   (item 12) commits, encodes and a rebuild report their progress
 #              (DLCKPT_PROGRESS_AFTER=0 instead of 2 s, so that short ones do):
 #              one line per step, ending with the whole length.
@@ -61,6 +66,41 @@ noprogram)
   run --nodes 2 --spares 1 -- no-such-program-$$
   [ $? = 5 ] || fail "a program not in PATH: exit $?, expected 5"
   grep -q "'no-such-program-$$' is not in PATH" "$out" || fail "no message about PATH"
+  ;;
+othermpi)
+  if "$bin/dlckpt-run" --help | grep -q "mpiexec.mpich"; then own="MPICH" other=openmpi other_name="Open MPI"
+  else own="Open MPI" other=mpich other_name="MPICH"; fi
+  command -v "mpicc.$other" >/dev/null || { echo "mpicc.$other is not installed: skipped"; exit 77; }
+  src=$(mktemp -d)
+  trap 'cleanup; rm -rf "$src"' EXIT
+  cat >"$src/hello.c" <<'EOF'
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  int r, s;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  printf("hello: rank %d of %d\n", r, s);
+  MPI_Finalize();
+  return 0;
+}
+EOF
+  "mpicc.$other" "$src/hello.c" -o "$src/hello_other" || fail "mpicc.$other failed"
+  own_cc="$bin/../mpi-bin/mpicc"  # dlckpt's MPI's wrapper (cmake/mpi.cmake), whatever PATH says
+  [ -x "$own_cc" ] || own_cc=mpicc
+  "$own_cc" "$src/hello.c" -o "$src/hello_own" || fail "$own_cc (dlckpt's MPI) failed"
+  run --nodes 2 --spares 1 -- "$src/hello_other"
+  rc=$?
+  [ $rc = 5 ] || fail "a program of $other_name under a $own dlckpt: exit $rc, expected 5"
+  grep -q "$src/hello_other is linked with $other_name (.*), and dlckpt is built with $own: .*each rank 0 of 1.*-DDLCKPT_MPI=" \
+    "$out" || fail "no message naming the program's MPI, dlckpt's and the fix"
+  grep -q "^hello:" "$out" && fail "the program was started"
+  run --nodes 2 --spares 1 -- "$src/hello_own"
+  rc=$?
+  [ $rc = 0 ] || fail "the program built with $own: exit $rc"
+  grep -q "^hello: rank 1 of 2" "$out" || fail "the program built with $own did not run as one job of 2 ranks"
+  echo "othermpi: $(grep -m1 "is linked with" "$out" || true)"
   ;;
 appfails)
   run --nodes 2 --spares 1 -- sh -c 'exit 7'

@@ -45,7 +45,8 @@ TEST(AppendJsonString, QuotesAndEscapes) {
 }
 
 TEST(ParseKeyValueLines, ReadsKeysAndValuesSkippingCommentsAndSections) {
-  auto kv = ParseKeyValueLines("f.cfg", "# comment\n\n[veloc]\n scratch = /dev/shm \r\n; also a comment\nmode=async\nempty =\n");
+  auto kv = ParseKeyValueLines("f.cfg",
+                               "# comment\n\n[veloc]\n scratch = /dev/shm \r\n; also a comment\nmode=async\nempty =\n");
   ASSERT_TRUE(kv.ok()) << kv.status().ToString();
   ASSERT_EQ(kv->size(), 3u);
   EXPECT_EQ((*kv)[0].line, 4u);

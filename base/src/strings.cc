@@ -39,4 +39,32 @@ void AppendJsonString(std::string* out, std::string_view s) {
   *out += '"';
 }
 
+
+Result<std::vector<KeyValueLine>> ParseKeyValueLines(std::string_view where, std::string_view text) {
+  auto trim = [](std::string_view t) {
+    const size_t b = t.find_first_not_of(" \t\r");
+    if (b == std::string_view::npos) return std::string_view();
+    return t.substr(b, t.find_last_not_of(" \t\r") - b + 1);
+  };
+  std::vector<KeyValueLine> out;
+  size_t line_no = 0;
+  for (std::string_view raw : Split(text, '\n')) {
+    ++line_no;
+    const std::string_view line = trim(raw);
+    if (line.empty() || line[0] == '#' || line[0] == ';' || line[0] == '[') continue;
+    const size_t eq = line.find('=');
+    const std::string_view key = eq == std::string_view::npos ? std::string_view() : trim(line.substr(0, eq));
+    if (key.empty()) {
+      return Status::InvalidArgument(std::string(where) + ":" + std::to_string(line_no) +
+                                     ": not a \"key = value\" line: " + std::string(line));
+    }
+    out.push_back({line_no, std::string(key), std::string(trim(line.substr(eq + 1)))});
+  }
+  return out;
+}
+
+std::string IgnoredNote(std::string_view name, std::string_view why, std::string_view doc) {
+  return std::string(name) + " is ignored by dlckpt: " + std::string(why) + " (" + std::string(doc) + ")";
+}
+
 }  // namespace dlckpt

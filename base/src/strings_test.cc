@@ -1,5 +1,7 @@
-// Tests of Split and AppendJsonString.
+// Tests of Split, AppendJsonString, ParseKeyValueLines and IgnoredNote.
 #include "dlckpt/base/strings.h"
+
+#include <cerrno>
 
 #include <gtest/gtest.h>
 
@@ -40,6 +42,37 @@ TEST(AppendJsonString, QuotesAndEscapes) {
   out.clear();
   AppendJsonString(&out, "h\xc3\xa9");  // UTF-8 stays as it is
   EXPECT_EQ(out, "\"h\xc3\xa9\"");
+}
+
+TEST(ParseKeyValueLines, ReadsKeysAndValuesSkippingCommentsAndSections) {
+  auto kv = ParseKeyValueLines("f.cfg",
+                               "# comment\n\n[veloc]\n scratch = /dev/shm \r\n; also a comment\nmode=async\nempty =\n");
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  ASSERT_EQ(kv->size(), 3u);
+  EXPECT_EQ((*kv)[0].line, 4u);
+  EXPECT_EQ((*kv)[0].key, "scratch");
+  EXPECT_EQ((*kv)[0].value, "/dev/shm");
+  EXPECT_EQ((*kv)[1].line, 6u);
+  EXPECT_EQ((*kv)[1].key, "mode");
+  EXPECT_EQ((*kv)[1].value, "async");
+  EXPECT_EQ((*kv)[2].key, "empty");
+  EXPECT_EQ((*kv)[2].value, "");
+}
+
+TEST(ParseKeyValueLines, ALineWithoutKeyAndValueNamesFileAndLine) {
+  auto kv = ParseKeyValueLines("f.cfg", "a = 1\njust words\n");
+  ASSERT_FALSE(kv.ok());
+  EXPECT_EQ(kv.status().code(), EINVAL);
+  EXPECT_NE(kv.status().message().find("f.cfg:2: not a \"key = value\" line: just words"), std::string::npos)
+      << kv.status().message();
+  kv = ParseKeyValueLines("g.cfg", " = 3\n");
+  ASSERT_FALSE(kv.ok());
+  EXPECT_NE(kv.status().message().find("g.cfg:1:"), std::string::npos) << kv.status().message();
+}
+
+TEST(IgnoredNote, NamesTheSettingWhyAndWhereToRead) {
+  EXPECT_EQ(IgnoredNote("SCR_RUNS", "relaunches are dlckpt-run's", "scr/README.md"),
+            "SCR_RUNS is ignored by dlckpt: relaunches are dlckpt-run's (scr/README.md)");
 }
 
 }  // namespace

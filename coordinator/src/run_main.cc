@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
     std::printf("dlckpt-run: %s\n", said->c_str());
     return 0;
   }
+  // Settings read and ignored (a VeloC configuration file's keys), once.
+  for (const std::string& note : opts->notes) std::fprintf(stderr, "dlckpt-run: %s\n", note.c_str());
   // Refused before anything is created or started.
   if (auto st = dlckpt::run::CheckMachineLimits(*opts, dlckpt::run::ThisMachine()); !st.ok()) {
     std::fprintf(stderr, "dlckpt-run: %s\n", st.message().c_str());

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string_view>
 
 #include "dlckpt/base/cli.h"
 #include "dlckpt/base/env.h"
 #include "dlckpt/base/names.h"
+#include "dlckpt/base/strings.h"
 #include "dlckpt/base/units.h"
 #include "text.h"
 
@@ -43,7 +45,10 @@ unknown option is refused with the closest known one.
 
 Options come from, lowest precedence first: the defaults; the configuration
 file (one option per line: "nodes = 4", "encode async", "keep"; '#' comments;
-any option above but --config); the environment (SCR_SET_SIZE, SCR_SET_FAILURES
+any option above but --config); VeloC's configuration file (--veloc-config:
+persistent, persistent_interval = 0, max_versions and mode as --persist,
+--persist-every 1, --persist-keep and --encode; one line on stderr for each key
+it ignores); the environment (SCR_SET_SIZE, SCR_SET_FAILURES
 and SCR_COPY_TYPE as --group-size, --spares-per-group and --scheme, SCR_FLUSH=N as
 --persist-every N --persist ${SCR_PREFIX:-.}/.dlckpt, then
 DLCKPT_<OPTION>, which wins), DLCKPT_<OPTION> for the
@@ -158,7 +163,7 @@ const std::vector<std::pair<std::string, std::string>>& EnvOptions() {
           "mpiexec-args", "kill-command", "max-recoveries", "timeout", "job", "run-dir", "codec", "term-grace",
           "heartbeat-timeout", "heartbeat-address", "preload", "keep", "oversubscribe", "verbose",
           "resume", "persist", "persist-every", "persist-keep", "persist-bandwidth", "restart-from",
-          "halt-seconds"}) {
+          "halt-seconds", "veloc-config"}) {
       std::string var = "DLCKPT_";
       for (const char* c = option; *c; ++c) var += *c == '-' ? '_' : static_cast<char>(std::toupper(*c));
       // The libraries' name for the store capacity, which dlckpt-run sets for the ranks.
@@ -549,6 +554,13 @@ void OptionParser::AddControlOptions() {
                 [](double s) { return s <= 3600 ? "" : "--term-grace: at most 3600 s"; }));
   Flag("-v,--verbose", &Options::verbose, kControl, "print every event");
   Value("--config", "FILE", kControl, "read options from FILE (default: $DLCKPT_CONFIG)", Text(&Options::config));
+  Value("--veloc-config", "FILE", kControl,
+        "read VeloC's configuration file FILE (the one the application gives VELOC_Init): persistent becomes "
+        "--persist DIR, persistent_interval = 0 --persist-every 1 (-1: no drains), max_versions --persist-keep, mode "
+        "--encode; every other key (and an interval in seconds) is reported on stderr as ignored, with why "
+        "(veloc/README.md). Above the configuration file, below the environment and the command line (default: "
+        "$DLCKPT_VELOC_CONFIG; none: nothing is read)",
+        Text(&Options::veloc_config));
   Value("--halt", "JOB", kControl,
         "run nothing: ask the running dlckpt-run of job JOB (this user's, found through /tmp/dlckpt-run.JOB or "
         "--run-dir) to halt, as SIGUSR1 does (SCR's scr_halt): with --persist it drains the newest protected epoch "
@@ -680,6 +692,103 @@ Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std
   return tokens;
 }
 
+namespace {
+
+// VeloC's configuration keys that dlckpt-run does not map (veloc/README.md
+// lists them with the mapped ones).
+constexpr IgnoredSetting kVelocIgnored[] = {
+    {"failure_domain", "dlckpt's failure domain is the node (a virtual node or a --hosts entry); parity groups "
+                       "are --group-size data nodes"},
+    {"scratch_versions", "memory holds one checkpoint, the newest protected one"},
+    {"axl_type", "dlckpt drains with its own writer (--persist-bandwidth caps it)"},
+    {"chksum", "always on: memfs checks a CRC32C of every file at commit and rebuild, and each drained epoch's "
+               "MANIFEST holds its files' CRC32C, checked by --restart-from"},
+    {"meta", "the checksums are in each drained epoch's MANIFEST"},
+    {"watchdog_interval", "dlckpt-run watches the nodes (heartbeats, --heartbeat-timeout)"},
+    {"log_prefix", "dlckpt-run logs in its run directory (--run-dir) and prints a summary"},
+    {"daos_pool", "drains go to a POSIX directory (--persist DIR)"},
+    {"daos_cont", "drains go to a POSIX directory (--persist DIR)"},
+};
+constexpr char kVelocDoc[] = "veloc/README.md";
+
+// A VeloC interval: seconds, -1 (off) or 0 (every checkpoint).
+Result<long> VelocInterval(const std::string& where, const KeyValueLine& kv) {
+  char* end = nullptr;
+  const long v = std::strtol(kv.value.c_str(), &end, 10);
+  if (kv.value.empty() || *end != '\0' || v < -1) {
+    return Status::InvalidArgument(where + ": " + kv.key + " = " + kv.value +
+                                   ": want a number of seconds, 0 (every checkpoint) or -1 (off)");
+  }
+  return v;
+}
+
+}  // namespace
+
+Result<std::vector<VelocToken>> VelocConfigTokens(const std::string& path, const std::string& text,
+                                                  std::vector<std::string>* notes) {
+  auto lines = ParseKeyValueLines(path, text);
+  if (!lines.ok()) return lines.status();
+  auto where = [&](const KeyValueLine& kv) { return path + ":" + std::to_string(kv.line); };
+  auto note = [&](const KeyValueLine& kv, std::string_view why) {
+    notes->push_back("VeloC configuration file " + where(kv) + ": " +
+                     IgnoredNote(kv.key + " = " + kv.value, why, kVelocDoc));
+  };
+  // persistent_interval = -1 turns the flushes off, wherever it is.
+  bool flushes_off = false;
+  for (const KeyValueLine& kv : *lines) {
+    if (kv.key != "persistent_interval") continue;
+    DLCKPT_ASSIGN_OR_RETURN(long v, VelocInterval(where(kv), kv));
+    flushes_off = v == -1;
+  }
+  std::vector<VelocToken> out;
+  for (const KeyValueLine& kv : *lines) {
+    const std::string& k = kv.key;
+    if (k == "scratch") continue;  // VELOC_Init's staging directory
+    if (k == "persistent") {
+      if (kv.value.empty()) continue;
+      if (flushes_off) {
+        note(kv, "persistent_interval = -1 turns VeloC's flushes off: nothing is drained");
+      } else {
+        out.push_back({kv.line, {"--persist", kv.value}});
+      }
+    } else if (k == "persistent_interval") {
+      DLCKPT_ASSIGN_OR_RETURN(long v, VelocInterval(where(kv), kv));
+      if (v == 0) {
+        out.push_back({kv.line, {"--persist-every", "1"}});
+      } else if (v > 0) {
+        note(kv, "it is seconds between flushes; dlckpt drains every Nth checkpoint (--persist-every N, default "
+                 "10), not by time");
+      }
+    } else if (k == "ec_interval") {
+      DLCKPT_ASSIGN_OR_RETURN(long v, VelocInterval(where(kv), kv));
+      if (v != 0) {
+        note(kv, "dlckpt encodes every checkpoint (what ec_interval = 0 asks): there is no interval, and parity "
+                 "cannot be turned off");
+      }
+    } else if (k == "max_versions") {
+      char* end = nullptr;
+      const long v = std::strtol(kv.value.c_str(), &end, 10);
+      if (kv.value.empty() || *end != '\0' || v < 0) {
+        return Status::InvalidArgument(where(kv) + ": max_versions = " + kv.value +
+                                       ": want a number of checkpoints (0: all)");
+      }
+      if (v == 0) {
+        note(kv, "keeping every drained checkpoint is not offered; dlckpt keeps the newest --persist-keep K "
+                 "(default 2)");
+      } else {
+        out.push_back({kv.line, {"--persist-keep", kv.value}});
+      }
+    } else if (k == "mode") {
+      out.push_back({kv.line, {"--encode", kv.value}});
+    } else {
+      auto known = std::find_if(std::begin(kVelocIgnored), std::end(kVelocIgnored),
+                                [&](const IgnoredSetting& i) { return k == i.name; });
+      note(kv, known != std::end(kVelocIgnored) ? known->why : "not a VeloC setting dlckpt knows");
+    }
+  }
+  return out;
+}
+
 Result<Options> ParseOptions(int argc, char** argv, bool* help) {
   return ParseOptions(std::vector<std::string>(argv + std::min(argc, 1), argv + argc), help,
                       [](const char* name) -> const char* { return std::getenv(name); });
@@ -691,14 +800,16 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
   OptionParser parser;
   std::vector<std::string> program;
   // The command line alone first: its --help, its errors and its --config.
-  std::string config;
+  std::string config, veloc;
   if (const char* c = env("DLCKPT_CONFIG")) config = c;
+  if (const char* c = env("DLCKPT_VELOC_CONFIG")) veloc = c;
   {
     Options scratch;
     DLCKPT_RETURN_IF_ERROR(parser.Apply(argv, &scratch, help, &program));
     if (*help) return scratch;
     DLCKPT_RETURN_IF_ERROR(parser.EndOfSource());
     if (!scratch.config.empty()) config = scratch.config;
+    if (!scratch.veloc_config.empty()) veloc = scratch.veloc_config;
   }
   // 1. The configuration file: --config FILE, else $DLCKPT_CONFIG. Every error
   // names FILE:LINE of the option at fault.
@@ -716,6 +827,23 @@ Result<Options> ParseOptions(const std::vector<std::string>& argv, bool* help, c
     }
     if (Status s = parser.EndOfSource(); !s.ok()) return s.Prefixed(where(kill_line));
     o.config = config;
+  }
+  // 1b. VeloC's configuration file: --veloc-config FILE, else
+  // $DLCKPT_VELOC_CONFIG, else the configuration file's veloc-config. Its keys
+  // as options; errors name FILE:LINE.
+  if (veloc.empty()) veloc = o.veloc_config;
+  if (!veloc.empty()) {
+    auto text = Env::Default()->ReadFile(veloc, 1 << 20);
+    if (!text.ok()) return text.status().Prefixed("VeloC configuration file");
+    auto tokens = VelocConfigTokens(veloc, *text, &o.notes);
+    if (!tokens.ok()) {
+      return Status::Error(tokens.status().code(), "VeloC configuration file " + tokens.status().message());
+    }
+    for (const VelocToken& t : *tokens) {
+      Status s = parser.Apply(t.tokens, &o, help, nullptr);
+      if (!s.ok()) return s.Prefixed("VeloC configuration file " + veloc + ":" + std::to_string(t.line));
+    }
+    o.veloc_config = veloc;
   }
   // 2. SCR's names for the same settings (an SCR application's job script),
   // then DLCKPT_<OPTION>, in the environment.

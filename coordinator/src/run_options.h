@@ -46,6 +46,10 @@ struct Options {
   uint32_t max_files = 0;        // --max-files: file table entries per store (DLCKPT_MAX_FILES of
                                  // the ranks); 0: memfs's default for the capacity
   std::string config;            // the configuration file read ("" = none)
+  std::string veloc_config;      // --veloc-config: VeloC's configuration file read ("" = none)
+  // Lines for stderr (dlckpt-run prints them before the run): settings read
+  // and ignored, each with why (a VeloC configuration file's keys).
+  std::vector<std::string> notes;
   std::string encode = "sync";  // "sync" or "async": DLCKPT_ENCODE of the ranks
   int codec_nice = -1;          // --codec-nice; -1: 0 for sync, 10 for async
   std::string compress;  // "" (the environment decides), "none" or "lz4": DLCKPT_COMPRESS of the ranks
@@ -107,7 +111,9 @@ inline constexpr uint64_t kMaxCapacity = 1ull << 40;  // 1 TiB
 Result<Options> ParseOptions(int argc, char** argv, bool* help);
 
 // Where options come from, lowest precedence first: the defaults; the
-// configuration file (--config FILE, else $DLCKPT_CONFIG); the environment
+// configuration file (--config FILE, else $DLCKPT_CONFIG); VeloC's
+// configuration file (--veloc-config FILE, else $DLCKPT_VELOC_CONFIG, else
+// the configuration file's veloc-config; VelocConfigTokens); the environment
 // (EnvOptions); the command line. A later source overrides a value; flags
 // and --kill-node/--at pairs add up. `argv` excludes the program name; `env`
 // looks a variable up (null: unset).
@@ -124,6 +130,25 @@ const std::vector<std::pair<std::string, std::string>>& EnvOptions();
 // with the long option's name without "--"; '#' starts a comment. Errors name
 // path:line (an unknown name with the closest known option).
 Result<std::vector<std::string>> ConfigTokens(const std::string& path, const std::string& text);
+
+// VeloC's configuration file (`text`, read from `path`) as dlckpt-run option
+// tokens (veloc/README.md has the table): persistent -> --persist DIR (not
+// when persistent_interval = -1, which turns VeloC's flushes off);
+// persistent_interval = 0 (flush every checkpoint) -> --persist-every 1;
+// max_versions = N > 0 -> --persist-keep N; mode -> --encode. The keys with
+// no dlckpt meaning, and values that cannot be mapped (an interval in
+// seconds), each give one line in *notes: "VeloC configuration file
+// PATH:LINE: KEY = VALUE is ignored by dlckpt: WHY (veloc/README.md)"; scratch (VELOC_Init's) and
+// ec_interval = 0 (what dlckpt always does) give none. Errors name PATH:LINE
+// (a line that is not "key = value", an interval that is not an integer of
+// at least -1, max_versions below 0). Values are checked where the tokens
+// are applied (a mode but sync or async).
+struct VelocToken {
+  size_t line = 0;                  // of the key in `path`
+  std::vector<std::string> tokens;  // one option and its value
+};
+Result<std::vector<VelocToken>> VelocConfigTokens(const std::string& path, const std::string& text,
+                                                  std::vector<std::string>* notes);
 
 // What this machine can run, for CheckMachineLimits.
 struct MachineLimits {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <map>
 
@@ -489,7 +490,8 @@ TEST(RunOptionsTest, HelpNamesEveryOption) {
         "--crash-rank R1[,R2] --at WHEN", "--at WHEN", "--mtbf SECONDS", "--weibull-shape K", "--max-failures N",
         "--seed S", "--heartbeat-timeout S", "--heartbeat-address A", "--max-recoveries M", "--timeout SECONDS",
         "--job ID", "--run-dir DIR", "--codec PATH", "--mpiexec PATH", "--preload", "--keep", "--resume",
-        "--oversubscribe", "--term-grace SECONDS", "-v,--verbose", "--config FILE", "--halt JOB", "-h,--help"}) {
+        "--oversubscribe", "--term-grace SECONDS", "-v,--verbose", "--config FILE", "--veloc-config FILE", "--halt JOB",
+        "-h,--help"}) {
     EXPECT_NE(help.find(std::string("\n  ") + option), std::string::npos) << option;
   }
   for (const auto& [var, option] : EnvOptions()) {
@@ -497,7 +499,8 @@ TEST(RunOptionsTest, HelpNamesEveryOption) {
     EXPECT_TRUE(help.find("\n  " + name) != std::string::npos || help.find("," + name) != std::string::npos) << var;
   }
   for (const char* text : {"DLCKPT_STORE_CAPACITY", "DLCKPT_<OPTION>", "configuration\nfile", "SCR_FLUSH",
-                           "$DLCKPT_CONFIG", "2 for bad options", "layout:", "control:"}) {
+                           "$DLCKPT_CONFIG", "2 for bad options", "layout:", "control:",
+                           "VeloC's configuration file", "$DLCKPT_VELOC_CONFIG"}) {
     EXPECT_NE(help.find(text), std::string::npos) << text;
   }
 }
@@ -548,6 +551,172 @@ TEST(RunOptionsTest, PrecedenceOfTheSources) {
             std::string::npos)
       << o.status().message();
   unlink(path);
+}
+
+// A temporary file holding `text`, removed at the end of the test.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    int fd = mkstemp(path_);
+    EXPECT_GE(fd, 0);
+    if (fd >= 0) {
+      EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+      close(fd);
+    }
+  }
+  ~TempFile() { unlink(path_); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  std::string path() const { return path_; }
+
+ private:
+  char path_[40] = "/tmp/dlckpt_run_options_XXXXXX";
+};
+
+// VeloC's configuration file (veloc/README.md): its second level and mode map
+// onto dlckpt-run's options; every other key is one line saying it is ignored.
+TEST(RunOptionsTest, VelocConfigMapsTheSecondLevelAndReportsTheRest) {
+  TempFile cfg(
+      "# VeloC\nscratch = /dev/shm\npersistent = /pfs/ckpt\npersistent_interval = 0\nmax_versions = 3\n"
+      "mode = async\nec_interval = 0\nfailure_domain = rack1\n[extra]\nchksum = true\nsomething_new = 1\n");
+  bool help = false;
+  auto none = [](const char*) -> const char* { return nullptr; };
+  auto o = ParseOptions({"--veloc-config", cfg.path(), "--", "app"}, &help, none);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->veloc_config, cfg.path());
+  EXPECT_EQ(o->persist, "/pfs/ckpt");
+  EXPECT_EQ(o->persist_every, 1);  // persistent_interval = 0: every checkpoint
+  EXPECT_EQ(o->persist_keep, 3);
+  EXPECT_EQ(o->encode, "async");
+  // scratch (VELOC_Init's) and ec_interval = 0 (what dlckpt does) say nothing.
+  ASSERT_EQ(o->notes.size(), 3u) << ::testing::PrintToString(o->notes);
+  EXPECT_EQ(o->notes[0], "VeloC configuration file " + cfg.path() +
+                             ":8: failure_domain = rack1 is ignored by dlckpt: dlckpt's failure domain is the node (a "
+                             "virtual node or a --hosts entry); parity groups are --group-size data nodes "
+                             "(veloc/README.md)");
+  EXPECT_NE(o->notes[1].find(":10: chksum = true is ignored by dlckpt: always on"), std::string::npos) << o->notes[1];
+  EXPECT_NE(o->notes[2].find(":11: something_new = 1 is ignored by dlckpt: not a VeloC setting dlckpt knows"),
+            std::string::npos)
+      << o->notes[2];
+  // Without --veloc-config nothing is read.
+  o = ParseOptions({"--", "app"}, &help, none);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->persist.empty());
+  EXPECT_TRUE(o->notes.empty());
+  EXPECT_TRUE(o->veloc_config.empty());
+  // Values that cannot be mapped, and what turns a feature off.
+  std::vector<std::string> notes;
+  auto t = VelocConfigTokens("v.cfg", "persistent = /p\npersistent_interval = 60\nec_interval = -1\nmax_versions = 0\n",
+                             &notes);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->size(), 1u);
+  EXPECT_EQ((*t)[0].tokens, (std::vector<std::string>{"--persist", "/p"}));
+  EXPECT_EQ((*t)[0].line, 1u);
+  ASSERT_EQ(notes.size(), 3u) << ::testing::PrintToString(notes);
+  EXPECT_NE(notes[0].find("v.cfg:2: persistent_interval = 60 is ignored by dlckpt: it is seconds between flushes; "
+                          "dlckpt drains every Nth checkpoint (--persist-every N"),
+            std::string::npos)
+      << notes[0];
+  EXPECT_NE(notes[1].find("v.cfg:3: ec_interval = -1 is ignored by dlckpt: dlckpt encodes every checkpoint"),
+            std::string::npos)
+      << notes[1];
+  EXPECT_NE(notes[2].find("v.cfg:4: max_versions = 0 is ignored by dlckpt:"), std::string::npos) << notes[2];
+  notes.clear();
+  t = VelocConfigTokens("v.cfg", "persistent = /p\npersistent_interval = -1\n", &notes);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->empty());  // flushes off: no --persist
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("v.cfg:1: persistent = /p is ignored by dlckpt: persistent_interval = -1"),
+            std::string::npos)
+      << notes[0];
+}
+
+// VeloC's file sits above the configuration file and below the environment
+// and the command line; DLCKPT_VELOC_CONFIG or the configuration file's
+// veloc-config names it when --veloc-config does not.
+TEST(RunOptionsTest, VelocConfigPrecedence) {
+  TempFile veloc("persistent = /pfs/a\npersistent_interval = 0\nmax_versions = 4\nmode = async\n");
+  TempFile other("persistent = /pfs/other\n");
+  TempFile config("persist-every 7\npersist-keep 9\nnodes 3\nveloc-config = " + veloc.path() + "\n");
+  std::map<std::string, std::string> vars;
+  EnvFn env = [&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  bool help = false;
+  // The configuration file names the VeloC file, whose values win over its own.
+  vars["DLCKPT_CONFIG"] = config.path();
+  auto o = ParseOptions({"--", "app"}, &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->veloc_config, veloc.path());
+  EXPECT_EQ(o->nodes, 3);
+  EXPECT_EQ(o->persist, "/pfs/a");
+  EXPECT_EQ(o->persist_every, 1);
+  EXPECT_EQ(o->persist_keep, 4);
+  // The environment over the VeloC file.
+  vars["DLCKPT_PERSIST_KEEP"] = "5";
+  vars["DLCKPT_ENCODE"] = "sync";
+  o = ParseOptions({"--", "app"}, &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->persist_keep, 5);
+  EXPECT_EQ(o->encode, "sync");
+  EXPECT_EQ(o->persist, "/pfs/a");
+  // The command line over both.
+  o = ParseOptions({"--persist", "/pfs/b", "--persist-every", "4", "--persist-keep", "2", "--encode", "async", "--",
+                    "app"},
+                   &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->persist, "/pfs/b");
+  EXPECT_EQ(o->persist_every, 4);
+  EXPECT_EQ(o->persist_keep, 2);
+  EXPECT_EQ(o->encode, "async");
+  // Which file: --veloc-config over DLCKPT_VELOC_CONFIG over the configuration file's.
+  vars["DLCKPT_VELOC_CONFIG"] = other.path();
+  o = ParseOptions({"--", "app"}, &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->veloc_config, other.path());
+  EXPECT_EQ(o->persist, "/pfs/other");
+  EXPECT_EQ(o->persist_every, 7);  // the configuration file's: the other VeloC file sets none
+  o = ParseOptions({"--veloc-config", veloc.path(), "--", "app"}, &help, env);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->veloc_config, veloc.path());
+  EXPECT_EQ(o->persist, "/pfs/a");
+}
+
+TEST(RunOptionsTest, VelocConfigErrorsNameFileAndLine) {
+  bool help = false;
+  auto none = [](const char*) -> const char* { return nullptr; };
+  auto error = [&](const std::string& text, std::string* path) {
+    TempFile f(text);
+    *path = f.path();
+    auto o = ParseOptions({"--veloc-config", f.path(), "--", "app"}, &help, none);
+    return o.ok() ? std::string("(accepted)") : o.status().message();
+  };
+  std::string path;
+  std::string m = error("scratch = /dev/shm\npersistent /pfs\n", &path);
+  EXPECT_NE(m.find("VeloC configuration file " + path + ":2: not a \"key = value\" line: persistent /pfs"),
+            std::string::npos)
+      << m;
+  m = error("scratch = /dev/shm\n\nmode = later\n", &path);
+  EXPECT_NE(m.find("VeloC configuration file " + path + ":3: --encode: want sync or async, not 'later'"),
+            std::string::npos)
+      << m;
+  m = error("persistent_interval = soon\n", &path);
+  EXPECT_NE(m.find("VeloC configuration file " + path + ":1: persistent_interval = soon: want a number of seconds"),
+            std::string::npos)
+      << m;
+  m = error("ec_interval = -2\n", &path);
+  EXPECT_NE(m.find(path + ":1: ec_interval = -2"), std::string::npos) << m;
+  m = error("max_versions = many\n", &path);
+  EXPECT_NE(m.find(path + ":1: max_versions = many"), std::string::npos) << m;
+  // An unreadable file: its path and the reason (errno's).
+  auto o = ParseOptions({"--veloc-config", "/nonexistent/veloc.cfg", "--", "app"}, &help, none);
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), ENOENT);
+  EXPECT_NE(
+      o.status().message().find("VeloC configuration file: open /nonexistent/veloc.cfg: No such file or directory"),
+      std::string::npos)
+      << o.status().message();
 }
 
 }  // namespace

@@ -649,6 +649,13 @@ Status Supervisor::LaunchApp() {
   if (o_.max_files > 0) job.env.emplace_back("DLCKPT_MAX_FILES", std::to_string(o_.max_files));
   if (!o_.compress.empty()) job.env.emplace_back("DLCKPT_COMPRESS", o_.compress);
   job.env.emplace_back("DLCKPT_ENCODE", o_.encode);
+  // The VeloC file dlckpt-run read (--veloc-config): VELOC_Init then leaves
+  // mode to DLCKPT_ENCODE and the ignored keys to dlckpt-run (veloc/README.md).
+  if (!o_.veloc_config.empty()) {
+    std::error_code ec;
+    const std::filesystem::path abs = std::filesystem::absolute(o_.veloc_config, ec);
+    job.env.emplace_back("DLCKPT_VELOC_CONFIG", ec ? o_.veloc_config : abs.string());
+  }
   // Stores holding a checkpoint are resumed by a relaunch after a recovery
   // (which restored one epoch everywhere), or with --resume; see dlckpt_init.
   job.env.emplace_back("DLCKPT_RESUME", recoveries_started_ > 0 || o_.resume || !restore_dir_.empty() ? "1" : "0");

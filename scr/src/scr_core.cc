@@ -382,7 +382,7 @@ std::vector<std::string> ParameterNotes(const Config& c) {
   }
   for (const IgnoredParameter& p : IgnoredParameters()) {
     if (c.From(p.name) == Config::Source::kNone) continue;
-    lines.push_back(std::string(p.name) + " is ignored by dlckpt: " + p.why + " (scr/README.md)");
+    lines.push_back(IgnoredNote(p.name, p.why, "scr/README.md"));
   }
   return lines;
 }

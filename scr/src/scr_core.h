@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dlckpt/base/status.h"
+#include "dlckpt/base/strings.h"
 
 namespace dlckpt::scr {
 
@@ -90,10 +91,7 @@ class Config {
 std::vector<std::string> ParameterNotes(const Config& c);
 // The parameters (and descriptor keys) accepted and ignored, with why; each
 // is listed in scr/README.md.
-struct IgnoredParameter {
-  const char* name;
-  const char* why;
-};
+using IgnoredParameter = IgnoredSetting;  // dlckpt/base/strings.h
 const std::vector<IgnoredParameter>& IgnoredParameters();
 
 // --- SCR_Need_checkpoint

@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "veloc.h"
+#include "dlckpt/base/env.h"
+#include "dlckpt/base/strings.h"
 #include "dlckpt/dlckpt.h"
 #include "dlckpt/intercept/intercept.h"
 #include "dlckpt/memfs/memfs.h"
@@ -78,37 +80,42 @@ bool AllOk(bool ok) {
   return all == 1;
 }
 
-std::string Trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
-  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+// Whether dlckpt-run read `path` too (dlckpt-run --veloc-config, which it
+// passes to the ranks as DLCKPT_VELOC_CONFIG): it then decided the encode mode
+// (DLCKPT_ENCODE, where its command line wins over the file) and reported the
+// keys it ignores.
+bool ReadByRun(const char* path) {
+  const char* run = std::getenv("DLCKPT_VELOC_CONFIG");
+  if (run == nullptr || *run == '\0') return false;
+  std::error_code ec;
+  return fs::equivalent(run, path, ec);
 }
 
 // VeloC's configuration file: "key = value" lines, '#' and ';' comments,
-// "[section]" lines skipped. Honoured: scratch, mode; the rest is reported
-// (rank 0) and ignored.
+// "[section]" lines skipped (ParseKeyValueLines). Honoured here: scratch,
+// and mode unless dlckpt-run read the file; dlckpt-run --veloc-config maps
+// the second level's keys; the rest is reported (rank 0) and ignored.
 bool ReadConfig(const char* path, std::string* scratch, std::string* mode) {
   if (path == nullptr || *path == '\0') return true;
-  std::ifstream in(path);
-  if (!in) {
-    Fail(std::string("VELOC_Init: cannot read the configuration file ") + path + ": " + std::strerror(errno));
+  auto text = Env::Default()->ReadFile(path, size_t{1} << 20);
+  if (!text.ok()) {
+    Fail("VELOC_Init: cannot read the configuration file: " + text.status().message());
     return false;
   }
-  std::string line;
-  while (std::getline(in, line)) {
-    line = Trim(line);
-    if (line.empty() || line[0] == '#' || line[0] == ';' || line[0] == '[') continue;
-    size_t eq = line.find('=');
-    if (eq == std::string::npos) {
-      Fail(std::string("VELOC_Init: ") + path + ": not a \"key = value\" line: " + line);
-      return false;
-    }
-    const std::string key = Trim(line.substr(0, eq)), value = Trim(line.substr(eq + 1));
-    if (key == "scratch") {
-      *scratch = value;
-    } else if (key == "mode") {
-      *mode = value;
-    } else if (S().rank == 0) {
-      std::fprintf(stderr, "VELOC: %s is ignored by dlckpt (veloc/README.md says what decides it)\n", key.c_str());
+  auto lines = ParseKeyValueLines(path, *text);
+  if (!lines.ok()) {
+    Fail("VELOC_Init: " + lines.status().message());
+    return false;
+  }
+  const bool by_run = ReadByRun(path);
+  for (const KeyValueLine& kv : *lines) {
+    if (kv.key == "scratch") {
+      *scratch = kv.value;
+    } else if (kv.key == "mode") {
+      if (!by_run) *mode = kv.value;
+    } else if (S().rank == 0 && !by_run) {
+      std::fprintf(stderr, "VELOC: %s is not used by VELOC_Init: dlckpt-run --veloc-config %s maps or reports it "
+                   "(veloc/README.md)\n", kv.key.c_str(), path);
     }
   }
   return true;

@@ -68,7 +68,9 @@ noprogram)
   grep -q "'no-such-program-$$' is not in PATH" "$out" || fail "no message about PATH"
   ;;
 othermpi)
-  if "$bin/dlckpt-run" --help | grep -q "mpiexec.mpich"; then own="MPICH" other=openmpi other_name="Open MPI"
+  # The help whole first: grep -q would end the pipe early (SIGPIPE under pipefail).
+  help=$("$bin/dlckpt-run" --help)
+  if [[ $help == *mpiexec.mpich* ]]; then own="MPICH" other=openmpi other_name="Open MPI"
   else own="Open MPI" other=mpich other_name="MPICH"; fi
   command -v "mpicc.$other" >/dev/null || { echo "mpicc.$other is not installed: skipped"; exit 77; }
   src=$(mktemp -d)

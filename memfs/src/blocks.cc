@@ -132,7 +132,7 @@ uint64_t Store::Impl::WriteRangeLocked(Node& node, const uint8_t* src, uint64_t 
       blk = blocks_.Ptr(b);
       if (piece < bs) std::memcpy(blk, blocks_.Ptr(old), bs);
       node.blocks[bi] = b;
-      DropWorkingRefLocked(node, bi, old);
+      ShadowLocked(node, bi, old);
     } else {
       blk = blocks_.Ptr(node.blocks[bi]);
     }
@@ -207,7 +207,7 @@ Status Store::Impl::ShrinkLocked(Node& node, uint64_t size) {
   }
   uint64_t keep = BlocksFor(size, geo_.block_size);
   for (uint64_t i = keep; i < node.blocks.size(); ++i) {
-    if (node.blocks[i] != kNoBlock) blocks_.Release(node.blocks[i]);
+    if (node.blocks[i] != kNoBlock) ShadowLocked(node, i, node.blocks[i]);
   }
   node.blocks.resize(keep);
   node.size = size;
@@ -279,6 +279,71 @@ Result<uint32_t> Store::Impl::NodeCrcLocked(Node& node) {
     crc = Crc32cCombine(crc, c.crc, len);
   }
   return crc;
+}
+
+// ---- equal rewrites ------------------------------------------------------------------------
+//
+// A checkpoint file rewritten whole (O_TRUNC, or from offset 0 over its
+// committed blocks) gets new blocks even where its bytes did not change, and
+// the incremental encode, which compares block addresses, would count them
+// all as changed. So a committed block that leaves a file (copy-on-write, a
+// cut) waits in FileNode::shadow until the next commit, which puts it back
+// where the new block holds the same bytes. The bytes are compared only where
+// the new block's CRC, computed while writing, covers it and equals the old
+// block's; the old block's CRC is its prefix from when it was written, or is
+// computed then (files loaded from a committed version).
+
+void Store::Impl::ShadowLocked(Node& node, uint64_t bi, uint32_t b) {
+  if (compressed_ || !(blocks_.refs(b) & kRefFrozen)) {
+    DropWorkingRefLocked(node, bi, b);
+    return;
+  }
+  if (node.shadow.size() <= bi) node.shadow.resize(bi + 1);
+  FileNode::Shadow& s = node.shadow[bi];
+  if (s.block != kNoBlock) blocks_.Release(s.block);  // not reached: one committed block per entry
+  s.block = b;
+  s.crc = bi < node.block_crcs.size() ? node.block_crcs[bi] : FileNode::BlockCrc{};
+}
+
+void Store::Impl::KeepEqualBlocksLocked(Node& node) {
+  const uint64_t bs = geo_.block_size;
+  for (uint64_t i = 0; i < node.shadow.size(); ++i) {
+    FileNode::Shadow& s = node.shadow[i];
+    if (s.block == kNoBlock) continue;
+    if (i < node.blocks.size() && i * bs < node.size && node.blocks[i] != kNoBlock &&
+        !(blocks_.refs(node.blocks[i]) & kRefFrozen)) {
+      const uint32_t b = node.blocks[i];
+      const uint64_t n = std::min<uint64_t>(bs, node.size - i * bs);
+      const FileNode::BlockCrc now = i < node.block_crcs.size() ? node.block_crcs[i] : FileNode::BlockCrc{};
+      if (now.len == n) {
+        const uint32_t old_crc = s.crc.len == n ? s.crc.crc : Crc32c(blocks_.Ptr(s.block), n, 0);
+        if (old_crc == now.crc && std::memcmp(blocks_.Ptr(b), blocks_.Ptr(s.block), n) == 0) {
+          node.blocks[i] = s.block;  // with the working reference the shadow held
+          blocks_.Release(b);
+          s.block = kNoBlock;
+          ++equal_blocks_kept_;
+          continue;
+        }
+      }
+    }
+    blocks_.Release(s.block);
+    s.block = kNoBlock;
+  }
+  node.shadow.clear();
+}
+
+void Store::Impl::DropShadowLocked(Node& node) {
+  for (const FileNode::Shadow& s : node.shadow) {
+    if (s.block != kNoBlock) blocks_.Release(s.block);
+  }
+  node.shadow.clear();
+}
+
+void Store::Impl::DropAllShadowsLocked() {
+  for (auto& [path, node] : files_) DropShadowLocked(*node);
+  for (auto& h : handles_) {
+    if (h.node) DropShadowLocked(*h.node);
+  }
 }
 
 }  // namespace dlckpt::memfs

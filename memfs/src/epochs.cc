@@ -51,6 +51,10 @@ Result<uint64_t> Store::Impl::Commit(uint64_t want_epoch) {
     ClearLostCreateLocked();  // reported; damaged files stay damaged until written again
     return damaged;
   }
+  // Blocks rewritten with their committed bytes stay shared with that epoch;
+  // files unlinked while open are not committed and keep nothing.
+  for (auto& [path, node] : files_) KeepEqualBlocksLocked(*node);
+  DropAllShadowsLocked();
   for (auto& [path, node] : files_) {
     if (!node->crc_valid) {
       DLCKPT_ASSIGN_OR_RETURN(node->crc, NodeCrcLocked(*node));
@@ -71,6 +75,7 @@ Status Store::Impl::AbortPending() {
   std::lock_guard<std::mutex> lock(mu_);
   DLCKPT_RETURN_IF_ERROR(RequireOwner("abort"));
   versions_.AbortPending();
+  DropAllShadowsLocked();  // their blocks may belong to the aborted epoch alone
   return Status::OK();
 }
 

@@ -68,6 +68,18 @@ struct FileNode {
     uint32_t len = 0;
   };
   std::vector<BlockCrc> block_crcs;
+  // Uncompressed stores: the committed blocks that copy-on-write or a cut
+  // took out of this file since the last commit, by block index, each still
+  // holding the working reference it had and the CRC prefix it had then
+  // (block kNoBlock: none). At the next commit a block rewritten with equal
+  // bytes gives its place back to the committed one, so that the image keeps
+  // that block and the incremental encode sees it unchanged (an O_TRUNC
+  // rewrite of equal bytes included); see Store::Impl::KeepEqualBlocksLocked.
+  struct Shadow {
+    uint32_t block = ~0u;
+    BlockCrc crc;
+  };
+  std::vector<Shadow> shadow;
   int open_count = 0;
   bool linked = true;
   // A failed write left the file incomplete (see "Failed writes" in

@@ -396,6 +396,7 @@ void Store::Impl::DropLinkLocked(FileTable::iterator it) {
 }
 
 void Store::Impl::ReleaseNodeLocked(Node& node) {
+  DropShadowLocked(node);
   for (uint32_t b : node.blocks) {
     if (b != kNoBlock) blocks_.Release(b);
   }

@@ -221,6 +221,7 @@ StoreStats Store::Impl::Stats() {
   st.pretouch_bytes = pretouch_bytes_;
   st.pretouch_seconds = pretouch_seconds_;
   st.crc_reread_bytes = crc_reread_bytes_;
+  st.equal_blocks_kept = equal_blocks_kept_;
   return st;
 }
 

@@ -223,6 +223,17 @@ class Store::Impl {
   Status ShrinkLocked(Node& node, uint64_t size);
   FileNode::BlockCrc* CrcToExtendLocked(Node& node, uint64_t bi, uint64_t bo);
   Result<uint32_t> NodeCrcLocked(Node& node);
+  // Equal rewrites (FileNode::shadow). ShadowLocked: committed block `b`
+  // leaves entry `bi` of `node`, keeping its working reference in the shadow
+  // (uncompressed stores; otherwise its working reference is dropped).
+  // KeepEqualBlocksLocked: at a commit, puts back every shadowed block whose
+  // entry now holds equal bytes, then drops the shadow. DropShadowLocked /
+  // DropAllShadowsLocked: give the shadowed blocks up (the committed epochs
+  // they belong to change otherwise than by a commit).
+  void ShadowLocked(Node& node, uint64_t bi, uint32_t b);
+  void KeepEqualBlocksLocked(Node& node);
+  void DropShadowLocked(Node& node);
+  void DropAllShadowsLocked();
 
   // ---- compression (chunks.cc) ------------------------------------------------------------
   //
@@ -283,6 +294,7 @@ class Store::Impl {
   VersionSet versions_;      // the slots, the state and the epochs; uses blocks_
   VersionImage images_;      // the encoding view of versions; uses blocks_
   uint64_t crc_reread_bytes_ = 0;   // bytes commits read again for CRCs (StoreStats)
+  uint64_t equal_blocks_kept_ = 0;  // StoreStats::equal_blocks_kept
   uint64_t pretouch_bytes_ = 0;     // data area pre-touched by Create (StoreStats)
   double pretouch_seconds_ = 0;
   uint64_t view_epoch_ = 0;

@@ -226,6 +226,9 @@ struct StoreStats {
   // do not cover (bytes overwritten inside a block, after a shrink, or of
   // files loaded from a committed version and changed since).
   uint64_t crc_reread_bytes = 0;
+  // Owner: blocks that commits found rewritten with the bytes they held and
+  // kept shared with the committed epoch (FileNode::Shadow), since creation.
+  uint64_t equal_blocks_kept = 0;
 };
 
 // Pre-touch (see above). False if $DLCKPT_PRETOUCH is 0, off, no or false.

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <new>
 
 #include "dlckpt/base/mpi.h"
 #include "reduce_transport_impl.h"
@@ -276,7 +277,7 @@ ReduceSpec EncodeSpec(const ErasureCode& code, std::string label) {
 
 Result<ReduceSpec> RebuildSpec(const ErasureCode& code, std::span<const int> chunk_ranks,
                                std::span<const int> wanted, std::span<const int> target_ranks,
-                               std::string label) {
+                               std::string label, std::vector<RebuildSource>* sources) {
   const int total = code.n() + code.k();
   if (wanted.empty()) return Status::InvalidArgument(label + ": no chunk to rebuild");
   if (chunk_ranks.size() != static_cast<size_t>(total)) {
@@ -288,17 +289,120 @@ Result<ReduceSpec> RebuildSpec(const ErasureCode& code, std::span<const int> chu
                                    " chunks to rebuild but " +
                                    std::to_string(target_ranks.size()) + " target ranks");
   }
+  // The n chunks read: one per rank first, then a rank's further chunks.
+  std::vector<bool> read(static_cast<size_t>(total), false);
+  std::vector<int> ranks_read;
+  int nread = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int c = 0; c < total && nread < code.n(); ++c) {
+      const int r = chunk_ranks[c];
+      if (r < 0 || read[c]) continue;
+      const bool first = std::find(ranks_read.begin(), ranks_read.end(), r) == ranks_read.end();
+      if (pass == 0 && !first) continue;
+      read[c] = true;
+      ++nread;
+      if (first) ranks_read.push_back(r);
+    }
+  }
+  // The chunks not read count as erased (when fewer than n survive, only the
+  // lost ones are, and PlanDecode names them).
   std::vector<int> erased;
-  for (int c = 0; c < total; ++c)
-    if (chunk_ranks[c] < 0) erased.push_back(c);
+  for (int c = 0; c < total; ++c) {
+    if (chunk_ranks[c] < 0 || (nread == code.n() && !read[c])) erased.push_back(c);
+  }
   auto plan = code.PlanDecode(erased, std::vector<int>(wanted.begin(), wanted.end()));
   if (!plan.ok()) return plan.status().Prefixed(label);
+  const std::vector<int>& read_ids = (*plan)->sources;
+  const Combination& decode = *(*plan)->combination;
+  // Group the chunks read by rank, ranks in the order of their first chunk.
+  std::vector<int> src_ranks;
+  std::vector<std::vector<int>> src_chunks;  // source -> positions in read_ids
+  for (size_t i = 0; i < read_ids.size(); ++i) {
+    const int r = chunk_ranks[read_ids[i]];
+    auto at = std::find(src_ranks.begin(), src_ranks.end(), r);
+    if (at == src_ranks.end()) {
+      src_ranks.push_back(r);
+      src_chunks.push_back({static_cast<int>(i)});
+    } else {
+      src_chunks[static_cast<size_t>(at - src_ranks.begin())].push_back(static_cast<int>(i));
+    }
+  }
   ReduceSpec spec;
   spec.label = std::move(label);
-  spec.combination = (*plan)->combination;
-  for (int c : (*plan)->sources) spec.source_ranks.push_back(chunk_ranks[c]);
   spec.output_ranks.assign(target_ranks.begin(), target_ranks.end());
+  spec.source_ranks = src_ranks;
+  if (src_ranks.size() == read_ids.size()) {  // one chunk per rank
+    spec.combination = (*plan)->combination;
+    if (sources) {
+      sources->clear();
+      for (int c : read_ids) sources->push_back(RebuildSource{{c}, {}});
+    }
+    return spec;
+  }
+  for (size_t s = 0; s < src_ranks.size(); ++s) {
+    if (src_chunks[s].size() < 2) continue;
+    std::vector<int> ids;
+    for (int i : src_chunks[s]) ids.push_back(read_ids[static_cast<size_t>(i)]);
+    if (wanted.size() != 1) {
+      return Status::InvalidArgument(spec.label + ": rank " + std::to_string(src_ranks[s]) + " would give " +
+                                     DescribeChunks(ids, code.n()) + " to a rebuild of " +
+                                     DescribeChunks(wanted, code.n()) +
+                                     ": two lost chunks of one stripe need their sources on distinct ranks");
+    }
+    if (!sources) {
+      return Status::InvalidArgument(spec.label + ": rank " + std::to_string(src_ranks[s]) + " gives " +
+                                     DescribeChunks(ids, code.n()) + " but the caller cannot fold them");
+    }
+  }
+  // One output: a rank giving several chunks sends Σ D[c]·chunk_c (its
+  // coefficient 1), the others their chunk with its coefficient D[c].
+  std::vector<uint8_t> coef;
+  sources->clear();
+  for (size_t s = 0; s < src_ranks.size(); ++s) {
+    RebuildSource given;
+    for (int i : src_chunks[s]) given.chunks.push_back(read_ids[static_cast<size_t>(i)]);
+    if (src_chunks[s].size() == 1) {
+      coef.push_back(decode.coefficient(0, src_chunks[s][0]));
+    } else {
+      coef.push_back(1);
+      for (int i : src_chunks[s]) given.coefficients.push_back(decode.coefficient(0, i));
+    }
+    sources->push_back(std::move(given));
+  }
+  auto comb = Combination::Create(1, static_cast<int>(src_ranks.size()), std::move(coef));
+  if (!comb.ok()) return comb.status().Prefixed(spec.label);
+  spec.combination = *comb;
   return spec;
+}
+
+Result<FoldedChunk> FoldChunks(std::span<const uint8_t> coefficients,
+                               std::span<const std::vector<Extent>> chunks) {
+  if (coefficients.size() != chunks.size() || chunks.empty()) {
+    return Status::InvalidArgument("fold of " + std::to_string(chunks.size()) + " chunks with " +
+                                   std::to_string(coefficients.size()) + " coefficients");
+  }
+  FoldedChunk out;
+  for (const auto& chunk : chunks) {
+    uint64_t len = 0;
+    for (const Extent& e : chunk) len += e.len;
+    out.length = std::max(out.length, len);
+  }
+  auto comb = Combination::Create(1, static_cast<int>(chunks.size()),
+                                  std::vector<uint8_t>(coefficients.begin(), coefficients.end()));
+  if (!comb.ok()) return comb.status();
+  out.data.reset(new (std::nothrow) uint8_t[std::max<uint64_t>(out.length, 1)]);
+  if (!out.data) {
+    return Status::Error(ENOMEM, "no memory for a folded rebuild source of " + std::to_string(out.length) + " bytes");
+  }
+  std::memset(out.data.get(), 0, static_cast<size_t>(out.length));
+  for (size_t t = 0; t < chunks.size(); ++t) {
+    uint64_t off = 0;
+    for (const Extent& e : chunks[t]) {
+      if (e.data) (*comb)->AccumulateOne(0, static_cast<int>(t), e.data, e.len, out.data.get() + off);
+      off += e.len;
+    }
+  }
+  return out;
 }
 
 Status WaitQuietly(MPI_Request* request, int idle_sleep_us, double timeout_seconds) {

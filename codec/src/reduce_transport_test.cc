@@ -99,5 +99,179 @@ TEST(Specs, EncodeAndRebuild) {
   EXPECT_EQ(RebuildSpec(**code, too_few, wanted, targets, "g").status().code(), EINVAL);
 }
 
+// A rank holding several of the chunks a one-output rebuild reads folds them
+// into one source (issue 32): the spec's combination over the folded
+// sources, fed as Run would feed it, gives the lost chunk, as the reference
+// whole-stripe decode does.
+class FoldTest : public ::testing::TestWithParam<Scheme> {
+ protected:
+  // Data chunks of different lengths (chunk 1 the longest), some with a
+  // zero run stored as a hole; parity from the whole-stripe encode.
+  void Make(int n, int k) {
+    auto code = ErasureCode::Create(GetParam(), n, k);
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    code_ = *code;
+    std::mt19937_64 rng(static_cast<uint64_t>(n * 10 + k));
+    const size_t longest = 70001;
+    chunks_.assign(static_cast<size_t>(n + k), {});
+    for (int c = 0; c < n; ++c) {
+      chunks_[c].resize(c == 1 ? longest : longest - 1000 * static_cast<size_t>(c + 1));
+      for (auto& b : chunks_[c]) b = static_cast<uint8_t>(rng());
+      std::fill(chunks_[c].begin() + 5000, chunks_[c].begin() + 9000, 0);  // the hole
+    }
+    std::vector<std::span<const uint8_t>> data;
+    for (int c = 0; c < n; ++c) data.emplace_back(chunks_[c]);
+    std::vector<std::span<uint8_t>> parity;
+    for (int j = 0; j < k; ++j) {
+      chunks_[n + j].resize(longest);
+      parity.emplace_back(chunks_[n + j]);
+    }
+    ASSERT_TRUE(code_->Encode(data, parity).ok());
+  }
+
+  // Chunk c as extents: three pieces, the zero run of a data chunk a hole.
+  std::vector<Extent> Extents(int c) const {
+    const auto& b = chunks_[c];
+    if (c >= code_->n()) return {Extent{b.data(), 100}, Extent{b.data() + 100, b.size() - 100}};
+    return {Extent{b.data(), 5000}, Extent{nullptr, 4000}, Extent{b.data() + 9000, b.size() - 9000}};
+  }
+
+  // What Run computes for `lost` from the spec's sources, fed as the codec
+  // service feeds them; and the whole-stripe decode of the same pattern.
+  void Check(const std::vector<int>& chunk_ranks, int lost, size_t want_sources) {
+    std::vector<RebuildSource> given;
+    std::vector<int> wanted{lost}, targets{99};
+    auto spec = RebuildSpec(*code_, chunk_ranks, wanted, targets, "fold", &given);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    ASSERT_EQ(spec->source_ranks.size(), want_sources);
+    ASSERT_EQ(given.size(), want_sources);
+    const Combination& comb = *spec->combination;
+    if (GetParam() == Scheme::kXor) {
+      EXPECT_TRUE(comb.is_xor());
+    }
+    const size_t len = chunks_[code_->n()].size();
+    std::vector<FoldedChunk> folds;
+    std::vector<std::vector<uint8_t>> inputs;
+    bool folded = false;
+    for (size_t i = 0; i < given.size(); ++i) {
+      for (int c : given[i].chunks) EXPECT_EQ(chunk_ranks[c], spec->source_ranks[i]);
+      std::vector<uint8_t> in(len, 0);
+      if (given[i].coefficients.empty()) {
+        ASSERT_EQ(given[i].chunks.size(), 1u);
+        const auto& b = chunks_[given[i].chunks[0]];
+        std::copy(b.begin(), b.end(), in.begin());
+      } else {
+        folded = true;
+        EXPECT_EQ(comb.coefficient(0, static_cast<int>(i)), 1);
+        std::vector<std::vector<Extent>> parts;
+        for (int c : given[i].chunks) parts.push_back(Extents(c));
+        auto f = FoldChunks(given[i].coefficients, parts);
+        ASSERT_TRUE(f.ok()) << f.status().ToString();
+        ASSERT_LE(f->length, len);
+        std::copy(f->data.get(), f->data.get() + f->length, in.begin());
+      }
+      inputs.push_back(std::move(in));
+    }
+    EXPECT_TRUE(folded);
+    std::vector<std::span<const uint8_t>> srcs(inputs.begin(), inputs.end());
+    std::vector<uint8_t> out(len);
+    std::vector<std::span<uint8_t>> outs{out};
+    ASSERT_TRUE(comb.Apply(srcs, outs).ok());
+    std::vector<uint8_t> expect = chunks_[lost];
+    expect.resize(len, 0);
+    EXPECT_EQ(out, expect);
+
+    // The reference: the whole-stripe decode with only `lost` erased.
+    std::vector<int> erased{lost};
+    auto plan = code_->PlanDecode(erased);
+    ASSERT_TRUE(plan.ok());
+    std::vector<std::span<const uint8_t>> all(chunks_.begin(), chunks_.end());
+    std::vector<uint8_t> ref(len);
+    std::vector<std::span<uint8_t>> refs{ref};
+    ASSERT_TRUE(code_->Decode(**plan, all, refs).ok());
+    EXPECT_EQ(ref, expect);
+  }
+
+  std::shared_ptr<const ErasureCode> code_;
+  std::vector<std::vector<uint8_t>> chunks_;
+};
+
+TEST_P(FoldTest, OneLostChunkFromANodeGivingTwo) {
+  if (GetParam() == Scheme::kXor) {
+    // Issue 32, test 4: d2 lost; d1 and p0 on rank 4 (rebuilt d1 on the
+    // spare holding p0): d2 = d0 ^ (d1 ^ p0) ^ d3.
+    Make(4, 1);
+    Check({0, 4, -1, 3, 4}, 2, 3);
+    Check({-1, 1, 2, 1, 1}, 0, 2);  // rank 1 folds d1, d3 and p0
+  } else {
+    Make(4, 2);
+    Check({10, -1, 12, 13, 12, -1}, 1, 3);  // d2 and p0 on rank 12
+    Check({10, -1, 12, 13, 12, 12}, 1, 3);  // p1 on rank 12 too: not read
+    Check({10, 10, -1, 13, 10, 15}, 2, 3);  // d0, d1, p0 on rank 10: d0 and d1 folded, p1 from 15
+    Check({-1, 11, 11, 11, 11, 11}, 0, 1);  // one rank holds everything
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, FoldTest, ::testing::Values(Scheme::kXor, Scheme::kReedSolomon),
+                         [](const auto& info) { return std::string(SchemeName(info.param)) == "xor" ? "Xor" : "ReedSolomon"; });
+
+TEST(Specs, RebuildReadsOneChunkPerRankFirst) {
+  auto code = ErasureCode::Create(Scheme::kReedSolomon, 4, 2);
+  ASSERT_TRUE(code.ok());
+  // d1 lost; p0 on rank 12 with d2, p1 on rank 15: four distinct ranks
+  // suffice, nobody folds.
+  std::vector<int> ranks = {10, -1, 12, 13, 12, 15};
+  std::vector<int> wanted = {1}, targets = {7};
+  std::vector<RebuildSource> given;
+  auto spec = RebuildSpec(**code, ranks, wanted, targets, "g", &given);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->source_ranks, (std::vector<int>{10, 12, 13, 15}));
+  ASSERT_EQ(given.size(), 4u);
+  EXPECT_EQ(given[1].chunks, std::vector<int>{2});
+  EXPECT_EQ(given[3].chunks, std::vector<int>{5});
+  for (const auto& g : given) EXPECT_TRUE(g.coefficients.empty());
+  // Without `sources` that spec is fine too.
+  EXPECT_TRUE(RebuildSpec(**code, ranks, wanted, targets, "g").ok());
+
+  // Two lost, the four survivors on three ranks: rank 10 would give d0 and
+  // p0 to two outputs.
+  std::vector<int> two_lost = {10, -1, -1, 13, 10, 15};
+  std::vector<int> both = {1, 2}, two_targets = {7, 8};
+  auto bad = RebuildSpec(**code, two_lost, both, two_targets, "group 0 rebuild", &given);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), EINVAL);
+  EXPECT_NE(bad.status().message().find("group 0 rebuild: rank 10 would give data 0, parity 0 to a rebuild of "
+                                        "data 1, data 2: two lost chunks of one stripe need their sources on "
+                                        "distinct ranks"),
+            std::string::npos)
+      << bad.status().message();
+  // A fold the caller cannot do.
+  std::vector<int> folding = {10, -1, 12, 13, 12, -1};
+  EXPECT_EQ(RebuildSpec(**code, folding, wanted, targets, "g").status().code(), EINVAL);
+  // Too few chunks anywhere stays ENODATA.
+  std::vector<int> three_left = {10, -1, -1, 13, 10, -1};
+  EXPECT_EQ(RebuildSpec(**code, three_left, wanted, targets, "g", &given).status().code(), ENODATA);
+}
+
+TEST(Fold, CountsAndEmptyChunks) {
+  std::vector<std::vector<Extent>> parts(2);
+  std::vector<uint8_t> one{1};
+  EXPECT_EQ(FoldChunks(one, parts).status().code(), EINVAL);
+  std::vector<uint8_t> two{1, 1};
+  auto f = FoldChunks(two, parts);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->length, 0u);
+  // Chunks of different lengths: the shorter one padded with zeros.
+  const uint8_t a[3] = {1, 2, 3}, b[1] = {7};
+  parts[0] = {Extent{a, 3}};
+  parts[1] = {Extent{b, 1}};
+  f = FoldChunks(two, parts);
+  ASSERT_TRUE(f.ok());
+  ASSERT_EQ(f->length, 3u);
+  EXPECT_EQ(f->data[0], 1 ^ 7);
+  EXPECT_EQ(f->data[1], 2);
+  EXPECT_EQ(f->data[2], 3);
+}
+
 }  // namespace
 }  // namespace dlckpt::codec

@@ -269,16 +269,18 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
   });
   Status result;
   double seconds = 0;
+  size_t folds = 0;  // sources that gave a combination of their chunks
   for (uint32_t s = 0; s < nstripes && result.ok(); ++s) {
     const std::vector<uint32_t> dm = spread ? control::SpreadDataMembers(n, k, s) : std::vector<uint32_t>{};
     const uint32_t data_chunks = width - k;
     std::vector<int> chunk_ranks(width, -1);
-    std::vector<Extent> input;
+    std::map<int, std::vector<Extent>> my_chunks;  // chunk id -> its extents, for the chunks I hold
     for (uint32_t c = 0; c < width; ++c) {
       const std::string& src = info.sources[s * width + c];
       if (src.empty()) continue;
       chunk_ranks[c] = rank_of_node_.at(src);
       if (chunk_ranks[c] != rank_) continue;
+      std::vector<Extent>& input = my_chunks[static_cast<int>(c)];
       if (c < data_chunks) {
         const uint32_t m = spread ? dm[c] : c;
         const auto& img = images.at(m);
@@ -303,10 +305,42 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
     }
     if (wanted.empty()) continue;  // the same on every process: the plan is
     const std::string stripe_label = spread ? label + " (stripe " + std::to_string(s) + ")" : label;
-    auto spec = RebuildSpec(**code, chunk_ranks, wanted, targets, stripe_label);
+    std::vector<RebuildSource> given;
+    auto spec = RebuildSpec(**code, chunk_ranks, wanted, targets, stripe_label, &given);
     if (!spec.ok()) {
       result = spec.status();
       break;
+    }
+    // My input: the one chunk I give, or the combination of the several I
+    // give (a stripe rebuilding one chunk from fewer than n nodes), computed
+    // here into a buffer of the chunk's size that lives until Run returns.
+    std::vector<Extent> input;
+    FoldedChunk folded;
+    Status fold;
+    bool any_fold = false;
+    for (size_t i = 0; i < given.size(); ++i) {
+      any_fold |= !given[i].coefficients.empty();
+      folds += given[i].coefficients.empty() ? 0 : 1;
+      if (spec->source_ranks[i] != rank_) continue;
+      if (given[i].coefficients.empty()) {
+        input = my_chunks.at(given[i].chunks[0]);
+        continue;
+      }
+      std::vector<std::vector<Extent>> parts;
+      for (int c : given[i].chunks) parts.push_back(my_chunks.at(c));
+      auto f = FoldChunks(given[i].coefficients, parts);
+      if (f.ok()) {
+        folded = std::move(*f);
+        input = {folded.extent()};
+      } else {
+        fold = f.status();
+      }
+    }
+    // Every rank knows from the spec whether someone folds; only then can a
+    // rank fail before the Run, and all must learn it.
+    if (any_fold) {
+      result = c_->Agree(fold, stripe_label);
+      if (!result.ok()) break;
     }
     bool mine = false;
     for (int r : targets) mine |= r == rank_;
@@ -334,7 +368,8 @@ Status Service::RebuildGroup(const protocol::Recover& req, const protocol::Rebui
   DLCKPT_RETURN_IF_ERROR(c_->Agree(internal::OwnError(result), label));
   if (rank_ == 0) {
     Log(label + ": rebuilt " + std::to_string(tasks.size()) + " member(s) in " + Fixed(seconds) + " s" +
-        (spread ? " from spread parity" : ""));
+        (spread ? " from spread parity" : "") +
+        (folds ? "; " + std::to_string(folds) + " source(s) gave the combination of their chunks" : ""));
   }
   return Status::OK();
 }

@@ -24,6 +24,19 @@ size_t Stripe::DistinctHolders() const {
   return nodes.size();
 }
 
+size_t Stripe::Surviving() const {
+  size_t count = 0;
+  for (const auto& h : holder) count += h.empty() ? 0 : 1;
+  return count;
+}
+
+bool Stripe::Rebuildable() const {
+  const size_t lost = LostData().size();
+  if (lost == 0) return true;
+  if (Surviving() < n) return false;
+  return DistinctHolders() >= n || lost == 1;
+}
+
 std::vector<uint32_t> Stripe::LostData() const {
   std::vector<uint32_t> lost;
   for (size_t i = 0; i < n; ++i) {
@@ -37,6 +50,17 @@ std::vector<std::string> Stripe::Sources() const {
   std::set<std::string> giving;
   for (auto& h : out) {
     if (!h.empty() && !giving.insert(h).second) h.clear();
+  }
+  // Too few nodes for one chunk each: with a single chunk to rebuild, a
+  // node may give several (their combination, computed where they live).
+  size_t given = giving.size();
+  if (given < n && LostData().size() == 1) {
+    for (size_t c = 0; c < holder.size() && given < n; ++c) {
+      if (!holder[c].empty() && out[c].empty()) {
+        out[c] = holder[c];
+        ++given;
+      }
+    }
   }
   return out;
 }
@@ -205,16 +229,64 @@ Stripe StripeOf(const Inventory& inv, const GroupInfo& gi, uint64_t e) {
   return all.empty() ? Stripe{} : all[0];
 }
 
+namespace {
+
+// The losses one stripe survives (Tolerance). Losing d - n of its d holder
+// nodes leaves n distinct ones, so that much always holds; more is checked
+// by losing every set of one node more, as long as each is survived.
+// Checks at most kMaxLossSets sets per stripe; past that the count proven so
+// far is returned (an underestimate, never an overestimate).
+int StripeTolerance(const Stripe& s) {
+  constexpr uint64_t kMaxLossSets = uint64_t{1} << 18;
+  if (!s.Rebuildable()) return -1;
+  std::vector<std::string> nodes;
+  for (const auto& h : s.holder) {
+    if (!h.empty() && std::find(nodes.begin(), nodes.end(), h) == nodes.end()) nodes.push_back(h);
+  }
+  const size_t d = nodes.size();
+  size_t t = d > s.n ? d - s.n : 0;
+  uint64_t checked = 0;
+  // Every set of `size` of the nodes lost at once: idx walks the
+  // combinations in lexicographic order.
+  auto all_survived = [&](size_t size, bool* cut) {
+    std::vector<size_t> idx(size);
+    for (size_t i = 0; i < size; ++i) idx[i] = i;
+    while (true) {
+      if (++checked > kMaxLossSets) {
+        *cut = true;
+        return false;
+      }
+      Stripe after = s;
+      for (auto& h : after.holder) {
+        for (size_t i : idx) {
+          if (h == nodes[i]) h.clear();
+        }
+      }
+      if (!after.Rebuildable()) return false;
+      size_t i = size;
+      while (i > 0 && idx[i - 1] == d - size + (i - 1)) --i;
+      if (i == 0) return true;
+      ++idx[i - 1];
+      for (size_t j = i; j < size; ++j) idx[j] = idx[j - 1] + 1;
+    }
+  };
+  bool cut = false;
+  while (t < d && all_survived(t + 1, &cut)) ++t;
+  return static_cast<int>(t);
+}
+
+}  // namespace
+
 int Tolerance(const std::vector<Stripe>& stripes) {
   int t = stripes.empty() ? 0 : std::numeric_limits<int>::max();
-  for (const Stripe& s : stripes) t = std::min(t, static_cast<int>(s.DistinctHolders()) - static_cast<int>(s.n));
+  for (const Stripe& s : stripes) t = std::min(t, StripeTolerance(s));
   return t;
 }
 
 namespace {
 
 // Whether encoding `enc` of epoch e can restore every rank: each group's
-// lost members rebuildable from chunks on distinct nodes, each rank missing
+// lost members rebuildable (Stripe::Rebuildable in every stripe), each rank missing
 // at e covered by a rebuild. On success the members to rebuild; otherwise
 // *why says what blocks it.
 bool RecoverableBy(const Inventory& inv, const Encoding& enc, uint64_t e, const std::vector<int32_t>& missing,
@@ -229,15 +301,20 @@ bool RecoverableBy(const Inventory& inv, const Encoding& enc, uint64_t e, const 
     const std::vector<Stripe> stripes = StripesOf(inv, gi, e);
     for (size_t si = 0; si < stripes.size() && !lost_here.empty(); ++si) {
       const Stripe& s = stripes[si];
-      if (s.LostData().empty() || s.DistinctHolders() >= s.n) continue;
+      if (s.Rebuildable()) continue;
       std::ostringstream os;
       os << DescribeGroup(g, gi) << " lost " << lost_here.size() << " member(s) (";
       for (size_t i = 0; i < lost_here.size(); ++i) os << (i ? ", " : "") << gi.members[lost_here[i]].node;
       os << "); ";
       if (gi.spread()) os << "stripe " << si << " of its spread parity keeps chunks ";
       else os << "its surviving chunks ";
-      os << DescribeChunks(s) << " on " << s.DistinctHolders() << " node(s), and a rebuild needs " << s.n
-         << " on distinct nodes";
+      os << DescribeChunks(s) << " on " << s.DistinctHolders() << " node(s)";
+      if (s.Surviving() < s.n) {
+        os << ": " << s.Surviving() << " chunk(s), and a rebuild needs " << s.n;
+      } else {
+        os << ": " << s.LostData().size() << " lost chunks of one stripe need their " << s.n
+           << " sources on distinct nodes (a node giving two chunks can only fold them into one output)";
+      }
       *why = os.str();
       return false;
     }
@@ -434,7 +511,8 @@ Status Place(const Inventory& inv, const Choice& choice, const Input& in, Plan* 
       std::vector<Stripe> stripes = StripesOf(inv, gi, choice.epoch);
       bool rebuilt = false;
       for (const auto& t : plan->rebuilds) rebuilt |= t.group == g;
-      // The chunks the rebuild reads: the survivors', one per node and stripe.
+      // The chunks the rebuild reads: the survivors', one per node and stripe
+      // where that makes n (Stripe::Sources).
       if (rebuilt) {
         protocol::RebuildGroup rg{g, gi.scheme, gi.k, gi.layout, gi.members, {}};
         for (const Stripe& st : stripes) {
@@ -443,9 +521,9 @@ Status Place(const Inventory& inv, const Choice& choice, const Input& in, Plan* 
         }
         plan->groups.push_back(std::move(rg));
       }
-      // What the group tolerates until the next encode: a stripe's rebuild
-      // needs its n chunks on distinct nodes, so losing t more nodes is
-      // survived while n <= (nodes holding a chunk) - t, in every stripe.
+      // What the group tolerates until the next encode: the losses after
+      // which every stripe is still Rebuildable, whichever nodes go (one
+      // holding two chunks loses both).
       std::vector<std::string> mh = MemberHolders(inv, gi, choice.epoch);
       for (const auto& t : plan->rebuilds) {
         if (t.group != g) continue;

@@ -68,9 +68,18 @@ struct Stripe {
   std::vector<uint32_t> member;  // the member of each data chunk
   size_t n = 0;                  // data chunks
   size_t DistinctHolders() const;
+  size_t Surviving() const;  // chunks with a holder
   std::vector<uint32_t> LostData() const;
-  // The rebuild takes one chunk per node: holder with each node's second
-  // and later chunks blanked.
+  // Whether the stripe can be made whole: nothing of its data is lost, or at
+  // least n chunks survive and either they lie on n distinct nodes or only
+  // one data chunk is lost (a node giving several chunks of a single-output
+  // rebuild sends their combination, computed locally, as one source; two
+  // outputs would need two different combinations from it).
+  bool Rebuildable() const;
+  // The chunks a rebuild reads: holder with each node's second and later
+  // chunks blanked, so that no node gives two; when that leaves fewer than n
+  // and one data chunk is lost, the blanked chunks are given back in chunk
+  // order until n are (their nodes then give their combination).
   std::vector<std::string> Sources() const;
 };
 
@@ -80,8 +89,12 @@ std::vector<std::string> MemberHolders(const Inventory& inv, const GroupInfo& gi
 std::vector<Stripe> StripesOf(const Inventory& inv, const GroupInfo& gi, uint64_t epoch);
 // The spares layout's single stripe (StripesOf(...)[0] there).
 Stripe StripeOf(const Inventory& inv, const GroupInfo& gi, uint64_t epoch);
-// Further node losses the stripes survive: min over stripes of distinct
-// holders - data chunks (negative: already unrecoverable).
+// Further node losses the stripes survive, in the worst case over which
+// nodes are lost (a node holding several chunks loses them all): the largest
+// t such that every stripe stays Rebuildable after any t of its holders are
+// lost, min over stripes; -1 when some stripe is not Rebuildable now.
+// Conservative: at least distinct holders - data chunks in every stripe,
+// even where the exhaustive check is cut short (very large stripes).
 int Tolerance(const std::vector<Stripe>& stripes);
 
 // The epoch chosen, the encoding its rebuilds use (nullptr: no rebuild) and

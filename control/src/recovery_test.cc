@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <random>
+
 #include "recovery_internal.h"
 
 namespace dlckpt::control::recovery {
@@ -454,8 +457,12 @@ class ReedSolomonTest : public RecoveryTest {
 
 // The soak's failure: vn2 is rebuilt on vn4, which also holds p0; then vn0 is
 // lost before the next encode. d1@vn1 d3@vn3 d2,p0@vn4 p1@vn5 still lie on
-// four distinct nodes, enough to rebuild d0.
-TEST_F(ReedSolomonTest, SecondLossAfterARebuildOntoAParityHolder) {
+// four distinct nodes, enough to rebuild d0 (on vn5). Then d0,p1@vn5 d1@vn1
+// d2,p0@vn4 d3@vn3: any one more loss leaves one data chunk to rebuild from
+// at least four surviving chunks (vn4 or vn5 folding its two into one
+// source), so the group still survives one loss; two losses that take two
+// data chunks, or a node holding two chunks and one more, do not.
+TEST_F(ReedSolomonTest, LossesAfterRebuildsOntoParityHolders) {
   Kill("vn2");
   auto first = Run();
   ASSERT_TRUE(first.ok()) << first.status().ToString();
@@ -471,16 +478,57 @@ TEST_F(ReedSolomonTest, SecondLossAfterARebuildOntoAParityHolder) {
   ASSERT_EQ(second->rebuilds.size(), 1u);
   EXPECT_EQ(second->rebuilds[0].member, 0u);
   EXPECT_EQ(second->rebuilds[0].target_node, "vn5");
+  ASSERT_EQ(second->groups.size(), 1u);
+  EXPECT_EQ(second->groups[0].sources, (std::vector<std::string>{"", "vn1", "vn4", "vn3", "", "vn5"}));
   ASSERT_EQ(second->degraded.size(), 1u);
-  EXPECT_EQ(second->degraded[0].tolerance, 0) << second->summary;
-  // A third loss exceeds what is left.
+  EXPECT_EQ(second->degraded[0].tolerance, 1) << second->summary;
+  EXPECT_NE(second->summary.find("group 0 survives 1 more node loss(es) until the next encode (chunks d1@vn1 "
+                                 "d3@vn3 d2,p0@vn4 d0,p1@vn5, 2 parity)"),
+            std::string::npos)
+      << second->summary;
   Apply(*second);
+  const auto saved_nodes = nodes_;
+  const auto saved_in = in_;
+
+  // Two data chunks lost at once, the four survivors on two nodes: each
+  // would have to give two chunks to two different outputs.
+  Kill("vn1");
+  Kill("vn3");
+  auto two_outputs = Run();
+  ASSERT_FALSE(two_outputs.ok());
+  EXPECT_EQ(two_outputs.status().code(), ENOTRECOVERABLE);
+  EXPECT_NE(two_outputs.status().message().find(
+                "its surviving chunks d2,p0@vn4 d0,p1@vn5 on 2 node(s): 2 lost chunks of one stripe need their "
+                "4 sources on distinct nodes"),
+            std::string::npos)
+      << two_outputs.status().message();
+
+  // A node holding two chunks and one more: three chunks left.
+  nodes_ = saved_nodes;
+  in_ = saved_in;
+  Kill("vn5");
+  Kill("vn1");
+  auto too_few = Run();
+  ASSERT_FALSE(too_few.ok());
+  EXPECT_NE(too_few.status().message().find(
+                "its surviving chunks d3@vn3 d2,p0@vn4 on 2 node(s): 3 chunk(s), and a rebuild needs 4"),
+            std::string::npos)
+      << too_few.status().message();
+
+  // One loss: d1 is rebuilt from d0@vn5, d2 and p0 folded on vn4, d3@vn3.
+  nodes_ = saved_nodes;
+  in_ = saved_in;
   Kill("vn1");
   auto third = Run();
-  ASSERT_FALSE(third.ok());
-  EXPECT_EQ(third.status().code(), ENOTRECOVERABLE);
-  EXPECT_NE(third.status().message().find("a rebuild needs 4 on distinct nodes"), std::string::npos)
-      << third.status().message();
+  ASSERT_TRUE(third.ok()) << third.status().ToString();
+  EXPECT_EQ(third->epoch, 3u);
+  ASSERT_EQ(third->rebuilds.size(), 1u);
+  EXPECT_EQ(third->rebuilds[0].member, 1u);
+  ASSERT_EQ(third->groups.size(), 1u);
+  EXPECT_EQ(third->groups[0].sources, (std::vector<std::string>{"vn5", "", "vn4", "vn3", "vn4", ""}));
+  EXPECT_NE(third->summary.find("restore epoch 3; lost node(s) vn1; rebuild group 0 member vn1 on "),
+            std::string::npos)
+      << third->summary;
 }
 
 // Every ordered pair of losses, one recovery after the other with no encode
@@ -594,6 +642,88 @@ TEST_F(RecoveryTest, StripeModelAndOneSourcePerNode) {
   two.n = 2;
   two.holder = {"vn0", "vn4", "vn4", "vn5"};  // vn4 rebuilt d1 and holds p0
   EXPECT_EQ(two.Sources(), (std::vector<std::string>{"vn0", "vn4", "", "vn5"}));
+}
+
+// A node may give two chunks of a stripe that rebuilds one: d2 = d0 ^ d1 ^ d3
+// ^ p0 with d1 and p0 on vn4 (issue 32, test 4); not of one that rebuilds two.
+TEST(StripeTest, OneLostChunkMayTakeTwoChunksOfANode) {
+  internal::Stripe x;
+  x.n = 4;
+  x.holder = {"vn0", "vn4", "", "vn3", "vn4"};
+  EXPECT_TRUE(x.Rebuildable());
+  EXPECT_EQ(x.Surviving(), 4u);
+  EXPECT_EQ(x.DistinctHolders(), 3u);
+  EXPECT_EQ(x.Sources(), x.holder);
+  // Nothing more may be lost: vn4 takes two chunks with it, any other node a
+  // second data chunk.
+  x.holder[2] = "vn2";
+  EXPECT_EQ(internal::Tolerance({x}), 0);
+
+  // RS n = 4, k = 2: d1 lost; one chunk per node makes three, so p0 (vn0's
+  // second) is given back; p1 on vn0 too is not needed.
+  internal::Stripe rs;
+  rs.n = 4;
+  rs.holder = {"vn0", "", "vn2", "vn3", "vn0", "vn0"};
+  EXPECT_TRUE(rs.Rebuildable());
+  EXPECT_EQ(rs.Sources(), (std::vector<std::string>{"vn0", "", "vn2", "vn3", "vn0", ""}));
+  // Distinct nodes enough: one chunk each, as before.
+  rs.holder = {"vn0", "", "vn2", "vn3", "vn0", "vn5"};
+  EXPECT_EQ(rs.Sources(), (std::vector<std::string>{"vn0", "", "vn2", "vn3", "", "vn5"}));
+  // Two lost, four survivors on three nodes: refused.
+  rs.holder = {"vn0", "", "", "vn3", "vn0", "vn5"};
+  EXPECT_FALSE(rs.Rebuildable());
+  EXPECT_EQ(internal::Tolerance({rs}), -1);
+  // One lost but three survivors: refused.
+  rs.holder = {"vn0", "", "vn2", "vn3", "", ""};
+  EXPECT_FALSE(rs.Rebuildable());
+
+  // RS n = 3, k = 2, d0,p0@A d1,p1@B d2@C: one loss takes at most one data
+  // chunk and leaves three chunks, so it is survived (more than d - n = 0);
+  // two are not.
+  internal::Stripe three;
+  three.n = 3;
+  three.holder = {"A", "B", "C", "A", "B"};
+  EXPECT_EQ(internal::Tolerance({three}), 1);
+  // Everything on distinct nodes: k.
+  three.holder = {"A", "B", "C", "D", "E"};
+  EXPECT_EQ(internal::Tolerance({three}), 2);
+  // The group's worst stripe counts.
+  internal::Stripe worse = three;
+  worse.holder = {"A", "B", "C", "D", "D"};
+  EXPECT_EQ(internal::Tolerance({three, worse}), 1);
+}
+
+// Tolerance against its definition, by every set of nodes lost, on random
+// small stripes: the smallest set after which the stripe is not Rebuildable,
+// minus one.
+TEST(StripeTest, ToleranceIsTheSmallestFatalLossMinusOne) {
+  std::mt19937 rng(32);
+  for (int iter = 0; iter < 3000; ++iter) {
+    internal::Stripe s;
+    s.n = 1 + rng() % 4;
+    const size_t k = 1 + rng() % 3, nodes = 1 + rng() % 6;
+    for (size_t c = 0; c < s.n + k; ++c) {
+      const size_t pick = rng() % (nodes + 1);  // nodes: lost
+      s.holder.push_back(pick == nodes ? "" : "vn" + std::to_string(pick));
+    }
+    std::vector<std::string> held;
+    for (const auto& h : s.holder) {
+      if (!h.empty() && std::find(held.begin(), held.end(), h) == held.end()) held.push_back(h);
+    }
+    int want = s.Rebuildable() ? static_cast<int>(held.size()) : -1;
+    for (uint32_t mask = 0; mask < (1u << held.size()) && want >= 0; ++mask) {
+      internal::Stripe after = s;
+      for (auto& h : after.holder) {
+        for (size_t i = 0; i < held.size(); ++i) {
+          if ((mask >> i & 1) && h == held[i]) h.clear();
+        }
+      }
+      if (!after.Rebuildable()) want = std::min(want, std::popcount(mask) - 1);
+    }
+    std::string desc;
+    for (const auto& h : s.holder) desc += (h.empty() ? "-" : h) + " ";
+    ASSERT_EQ(internal::Tolerance({s}), want) << "n " << s.n << ": " << desc;
+  }
 }
 
 // The choice of epoch, apart from the placement: the newest epoch whose

@@ -14,6 +14,13 @@
 #                left)
 #   encode       4 data nodes, no spare, XOR spread: vn2 dies inside the encode
 #                of epoch 4, so epoch 3 is restored from spread parity
+#   switch-encode
+#                4 data nodes, 1 spare, --parity auto: vn1 dies at checkpoint 3
+#                (rebuilt on the spare vn4, which holds p0: d1,p0@vn4), then vn2
+#                inside the encode of epoch 4, the first after the switch to
+#                spread parity; epoch 3 is restored from its spares-layout
+#                parity: d2 = d0 ^ d1 ^ d3 ^ p0, vn4 giving d1 ^ p0 as one
+#                source (issue 32, test 4)
 #   halt         as xor-nospare on 4 nodes with --on-spares-exhausted halt
 #                --persist DIR: vn1's rank is rebuilt on a survivor, that epoch
 #                drained, exit 7; then --restart-from DIR on 4 fresh nodes
@@ -57,6 +64,8 @@ for scenario in "$@"; do
     auto)        np=4; args=(--nodes 4 --spares 1 --kill-node vn1 --at checkpoint:3
                              --kill-node vn2 --at checkpoint:7 --kill-node vn3 --at checkpoint:10) ;;
     encode)      np=4; args=(--nodes 4 --spares 0 --parity spread --kill-node vn2 --at phase:encode:4) ;;
+    switch-encode) np=4; args=(--nodes 4 --spares 1 --kill-node vn1 --at checkpoint:3
+                               --kill-node vn2 --at phase:encode:4) ;;
     halt)        np=4; persist=$(mktemp -d /tmp/dlckpt-spread-persist.XXXXXX)
                  args=(--nodes 4 --spares 0 --parity spread --on-spares-exhausted halt --persist "$persist"
                        --kill-node vn1 --at checkpoint:4) ;;
@@ -102,6 +111,11 @@ for scenario in "$@"; do
     encode)
       grep -q "recovery 1: restore epoch 3; lost node(s) vn2; rebuild group 0 member vn2 on .*(chunks spread: " "$out" ||
         fail "a loss inside the encode of epoch 4 did not restore epoch 3 from spread parity" ;;
+    switch-encode)
+      grep -q "recovery 1: restore epoch 3; lost node(s) vn1; rebuild group 0 member vn1 on vn4; .*(chunks d0@vn0 d2@vn2 d3@vn3 d1,p0@vn4" "$out" ||
+        fail "the first loss was not rebuilt on the spare holding p0"
+      grep -q "recovery 2: restore epoch 3; lost node(s) vn2; rebuild group 0 member vn2 on " "$out" ||
+        fail "a loss inside the first spread encode did not restore epoch 3 (d1 and p0 both on vn4)" ;;
   esac
   if ls /dev/shm | grep -q "^dlckpt\.$j\."; then fail "shared memory objects left behind"; fi
   echo "$scenario: $(grep -E -m1 '^dlckpt-run: (recovery 1|restarting from)' "$out" | sed 's/^dlckpt-run: *//')"

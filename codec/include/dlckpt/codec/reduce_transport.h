@@ -207,13 +207,44 @@ class ReduceTransport final {
 // output j (parity j) on rank n + j.
 ReduceSpec EncodeSpec(const ErasureCode& code, std::string label);
 
+// What source i of a rebuild spec (rank spec.source_ranks[i]) gives to Run:
+// chunk chunks[0] as it is (coefficients empty), or, when that rank holds
+// several of the chunks read and the rebuild has one output, their
+// combination Σ_t coefficients[t]·chunk chunks[t], computed locally
+// (FoldChunks), whose coefficient in the spec is 1.
+struct RebuildSource {
+  std::vector<int> chunks;
+  std::vector<uint8_t> coefficients;
+};
+
 // Rebuild. chunk_ranks[c] (n + k entries) is the rank holding chunk c, or -1
 // if the chunk is lost; wanted[w] (lost chunk ids) is rebuilt on
-// target_ranks[w]. ENODATA with a message naming `label` and the lost chunks
-// when more than k chunks are lost.
+// target_ranks[w]. n chunks are read: in chunk order, first one per rank,
+// then (when that is fewer than n) the others. ENODATA with a message naming
+// `label` and the lost chunks when more than k chunks are lost. A rank may
+// hold several chunks: when it must give more than one of the n, the rebuild
+// must have a single output (EINVAL otherwise: two outputs need two
+// different combinations of its chunks, and a source gives one input), and
+// `sources` must be given (EINVAL otherwise). `sources`, when given,
+// receives one entry per spec source saying what it gives; the result is the
+// same on every rank for the same arguments.
 Result<ReduceSpec> RebuildSpec(const ErasureCode& code, std::span<const int> chunk_ranks,
                                std::span<const int> wanted, std::span<const int> target_ranks,
-                               std::string label);
+                               std::string label, std::vector<RebuildSource>* sources = nullptr);
+
+// A folded source's input (RebuildSource with coefficients): bytes
+// [0, length) of Σ_t coefficients[t]·chunks[t], each chunk a list of
+// extents read in place (an extent with null data reads as zeros) padded
+// with zeros to `length`, the longest chunk's length. Memory: one buffer of
+// `length` bytes, owned by the result. EINVAL when the counts differ,
+// ENOMEM when the buffer cannot be allocated. No MPI.
+struct FoldedChunk {
+  std::unique_ptr<uint8_t[]> data;
+  uint64_t length = 0;
+  Extent extent() const { return Extent{data.get(), static_cast<size_t>(length)}; }
+};
+Result<FoldedChunk> FoldChunks(std::span<const uint8_t> coefficients,
+                               std::span<const std::vector<Extent>> chunks);
 
 // Completes `request` by MPI_Test + sleeping `idle_sleep_us` between tests.
 // ETIMEDOUT after `timeout_seconds` (0: never); the request stays active then.

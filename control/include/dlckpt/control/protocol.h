@@ -197,8 +197,11 @@ struct RebuildTask {
 // Spares layout, one stripe: sources[i] for data member i (0..n-1),
 // sources[n + j] for parity j. Spread layout, n stripes of n chunks:
 // sources[s * n + c] for chunk c of stripe s (data chunks 0..n-k-1, then
-// parity). "" for a chunk that is lost or not used. No node gives two chunks
-// of one stripe, and every stripe with a chunk to rebuild has enough.
+// parity). "" for a chunk that is lost or not used. Every stripe with a
+// chunk to rebuild has enough. A node may give several chunks of one stripe
+// only when that stripe rebuilds one chunk: it then sends their combination,
+// computed locally, as one source (codec RebuildSpec); the codec refuses a
+// node named twice in a stripe that rebuilds more.
 struct RebuildGroup {
   uint32_t group = 0;
   uint8_t scheme = 0;  // 0 = xor, 1 = Reed-Solomon

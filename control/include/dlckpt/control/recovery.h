@@ -19,9 +19,13 @@
 //  - An encoding of epoch e is a set of parity objects with one (epoch,
 //    generation). Its group g is a stripe of chunks: data member i (a node
 //    at encode time, a list of ranks) and parity j, each living on some node
-//    or lost. g is recoverable when its surviving chunks lie on at least n
-//    distinct nodes (the rebuild takes one chunk per node; a spare that
-//    rebuilt a member may hold that member and a parity of the same group).
+//    or lost. g is recoverable when at least n of its chunks survive and
+//    either they lie on n distinct nodes or only one data chunk of the stripe
+//    is lost (a spare that rebuilt a member may hold that member and a
+//    parity of the same group: for a single lost chunk it gives their
+//    combination, computed locally, as one source of the rebuild; two lost
+//    chunks need a different combination each, so their sources must lie on
+//    n distinct nodes).
 //  - Epoch e is *committed everywhere* when some live store acknowledged it
 //    (the application only acknowledges after the codec's DONE), or when every
 //    group of its encoding has a complete surviving parity object.
@@ -35,8 +39,10 @@
 //    group, then the rest. When none is left (and Input::oversubscribe), a
 //    live node running ranks: one holding no chunk of the member's group
 //    first, then the one running the fewest ranks (Plan::oversubscribed).
-//    After the plan a group tolerates, in its worst stripe, (nodes holding
-//    one of its chunks) - n more lost nodes until the next encode; groups
+//    After the plan a group tolerates, in its worst stripe and whichever
+//    nodes are lost (one holding two chunks loses both), the most further
+//    node losses that leave every stripe recoverable by the rule above, until
+//    the next encode (at least (nodes holding one of its chunks) - n); groups
 //    below their k are listed in Plan::degraded and in the summary.
 //  - Layouts (dlckpt/control/stripes.h): a spares group is one stripe; a
 //    spread group is n stripes whose parity lives on the members, each

@@ -2,7 +2,6 @@
 #include "app_mpi.h"
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <sstream>
@@ -23,19 +22,6 @@ std::string ShellQuoted(const std::string& s) {
     }
   }
   return q + "'";
-}
-
-// `program` as execvp would find it, or "" when it would not.
-std::string FindProgram(const std::string& program) {
-  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0 ? program : "";
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    std::string p = (dir.empty() ? "." : dir) + "/" + program;
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
 }
 
 std::string MpiName(const std::string& flavor) { return flavor == "openmpi" ? "Open MPI" : "MPICH"; }
@@ -67,10 +53,8 @@ ProgramMpi MpiLibrariesIn(const std::string& ldd_output) {
   return m;
 }
 
-std::optional<ProgramMpi> ProgramMpiLibraries(const std::string& program) {
-  std::string found = FindProgram(program);
-  if (found.empty()) return std::nullopt;
-  std::FILE* p = popen(("ldd " + ShellQuoted(found) + " 2>/dev/null").c_str(), "r");
+std::optional<ProgramMpi> ProgramMpiLibraries(const std::string& path) {
+  std::FILE* p = popen(("ldd " + ShellQuoted(path) + " 2>/dev/null").c_str(), "r");
   if (p == nullptr) return std::nullopt;
   std::string out;
   char buf[4096];

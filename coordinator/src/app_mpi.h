@@ -31,9 +31,10 @@ struct ProgramMpi {
 // or "path (address)"). Pure, for tests.
 ProgramMpi MpiLibrariesIn(const std::string& ldd_output);
 
-// ldd's answer for `program` (searched in PATH when it has no '/'), or
-// nullopt when there is none (not found, not a dynamic executable, no ldd).
-std::optional<ProgramMpi> ProgramMpiLibraries(const std::string& program);
+// ldd's answer for the program at `path` (as found in PATH: the
+// supervisor's CheckProgram), or nullopt when there is none (no such file,
+// not a dynamic executable, no ldd).
+std::optional<ProgramMpi> ProgramMpiLibraries(const std::string& path);
 
 // OK when `m` holds no MPI library, or only that of `flavor` ("mpich" or
 // "openmpi", the MPI dlckpt is built with). Otherwise ENOTSUP (Unsupported),

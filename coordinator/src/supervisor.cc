@@ -441,12 +441,6 @@ Status Supervisor::Setup() {
   if (!fs::exists(CodecPath()) && CodecPath().find('/') != std::string::npos) {
     return Status::NotFound("codec executable " + CodecPath() + " not found (use --codec)");
   }
-  // A program of the other MPI would run as one job per rank (app_mpi.h).
-  if (o_.launcher == "mpiexec" && !o_.program.empty()) {
-    if (auto m = ProgramMpiLibraries(o_.program[0])) {
-      DLCKPT_RETURN_IF_ERROR(CheckProgramMpi(o_.program[0], *m, o_.mpi_flavor, o_.mpiexec));
-    }
-  }
   return Status::OK();
 }
 
@@ -544,6 +538,10 @@ Status Supervisor::CheckProgram() const {
   }
   if (!S_ISREG(st.st_mode) || access(found.c_str(), X_OK) != 0) {
     return Status::Error(EACCES, "program " + found + " is not an executable file; nothing was launched");
+  }
+  // A program of the other MPI would run as one job per rank (app_mpi.h).
+  if (o_.launcher == "mpiexec") {
+    if (auto m = ProgramMpiLibraries(found)) DLCKPT_RETURN_IF_ERROR(CheckProgramMpi(prog, *m, o_.mpi_flavor, o_.mpiexec));
   }
   return Status::OK();
 }

@@ -16,7 +16,9 @@
 #        METRIC persist_drain_bw_vs_dd <drain/dd> x target >= 0.8
 #      Also printed, not in the METRIC: dd as N streams at once (one file per
 #      rank, as the drain writes), and dd while heat2d computes without
-#      --persist (the CPU contention a drain meets), as diagnosis.
+#      --persist (the CPU contention a drain meets), as diagnosis. The
+#      removal of epochs beyond --persist-keep follows drain-end (prune
+#      events) and is reported apart, beside the time of dd's own `rm`.
 #
 # usage: persist_bench.sh [options]
 #   --bin DIR         dlckpt-run, dlckpt-store, heat2d-dlckpt (default: build/bin
@@ -154,15 +156,18 @@ run_one() {
          $2 == "app" && $3 == "drain-end" { e = $4; if (!(e in f) || $1 > f[e]) f[e] = $1
            r[e]++; by[e] += $8; if ($9 > mx[e]) mx[e] = $9; if ($7 != 0) bad[e]++ }
          $2 == "app" && $3 == "drain-skip" { sk[$4]++ }
-         END { for (e in f) printf "%d %d %d %.6f %.6f %d\n", e, r[e], by[e], (f[e] - b[e]) / 1e9, mx[e], bad[e] + 0
+         $2 == "app" && $3 == "prune" { pr[$4] = $8 }
+         END { for (e in f) printf "%d %d %d %.6f %.6f %d %.6f\n", e, r[e], by[e], (f[e] - b[e]) / 1e9, mx[e], bad[e] + 0, pr[e] + 0
                for (e in sk) printf "skip %d %d\n", e, sk[e] }' "$ev" | sort -n >"$tmp/drains"
     local skipped
     skipped=$(grep -c '^skip' "$tmp/drains")
-    grep -v '^skip' "$tmp/drains" | while read -r ep nr by span mx bad; do
-      awk -v ep="$ep" -v nr="$nr" -v by="$by" -v sp="$span" -v mx="$mx" -v bad="$bad" 'BEGIN {
-        printf "   drain of epoch %d: %d ranks, %d bytes, span %.3f s (slowest rank %.3f s), %.1f MiB/s%s\n",
-          ep, nr, by, sp, mx, by / sp / 1048576, bad ? ", FAILED on " bad " rank(s)" : "" }'
+    grep -v '^skip' "$tmp/drains" | while read -r ep nr by span mx bad pr; do
+      awk -v ep="$ep" -v nr="$nr" -v by="$by" -v sp="$span" -v mx="$mx" -v bad="$bad" -v pr="$pr" 'BEGIN {
+        printf "   drain of epoch %d: %d ranks, %d bytes, span %.3f s (slowest rank %.3f s), %.1f MiB/s%s%s\n",
+          ep, nr, by, sp, mx, by / sp / 1048576, bad ? ", FAILED on " bad " rank(s)" : "",
+          (pr > 0 ? sprintf("; then older epochs removed in %.3f s", pr) : "") }'
       [ "$bad" = 0 ] && [ "$nr" = "$nodes" ] && echo "$by $span" >>"$tmp/drain.$cfg"
+      [ "$pr" = 0.000000 ] || echo "$pr" >>"$tmp/prune.all"
     done
     [ "$skipped" = 0 ] || echo "   drains skipped (the previous one still ran): epochs $(grep '^skip' "$tmp/drains" | cut -d' ' -f2 | tr '\n' ' ')"
     if [ ! -f "$tmp/verified" ]; then
@@ -195,8 +200,10 @@ dd_one() {
   for i in "${pids[@]}"; do wait "$i" || echo "   dd exited non-zero"; done
   t1=$(date +%s.%N)
   rm -f "$work"/dd.*
-  awk -v a="$t0" -v b="$t1" -v by=$((par * cnt * 4194304)) -v par="$par" -v w="${sfx:+ while heat2d computes}" 'BEGIN {
-    printf "   dd x%d%s: %d bytes in %.3f s, %.1f MiB/s\n", par, w, by, b - a, by / (b - a) / 1048576 }'
+  local t2
+  t2=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" -v c="$t2" -v by=$((par * cnt * 4194304)) -v par="$par" -v w="${sfx:+ while heat2d computes}" 'BEGIN {
+    printf "   dd x%d%s: %d bytes in %.3f s, %.1f MiB/s (then rm %.3f s)\n", par, w, by, b - a, by / (b - a) / 1048576, c - b }'
   echo "$((par * cnt * 4194304)) $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')" >>"$tmp/dd$sfx.$par"
 }
 
@@ -258,6 +265,10 @@ echo "dd while heat2d computes (1 stream / $nodes streams), MiB/s: median $ddb_m
 cat "$tmp"/drain.every* >"$tmp/drain.all" 2>/dev/null
 read -r dr_med dr_mean dr_n < <(bw_of "$tmp/drain.all")
 echo "drain ($nodes ranks, every complete drained epoch of every run), MiB/s: median $dr_med, mean $dr_mean ($dr_n drains)"
+if [ -s "$tmp/prune.all" ]; then
+  read -r pr_med pr_mean pr_n < <(stats <"$tmp/prune.all")
+  echo "removal of older epochs after a drain (--persist-keep), seconds: median $pr_med, mean $pr_mean ($pr_n)"
+fi
 bw=$(awk -v a="$dr_med" -v b="$dd_med" 'BEGIN { printf "%.2f", a / b }')
 echo "drain / dd x$nodes (medians): $(awk -v a="$dr_med" -v b="$ddp_med" 'BEGIN { printf "%.2f", a / b }') x;" \
   "drain / dd while heat2d computes: $(awk -v a="$dr_med" -v b="$ddb_med" 'BEGIN { printf "%.2f", a / b }') x (1 stream)," \

@@ -36,6 +36,7 @@ constexpr std::array<Spec, kKinds> kSpecs = {{
     {Kind::kDrainBegin, Source::kApp, "drain-begin", "Er"},
     {Kind::kDrainSkip, Source::kApp, "drain-skip", "Er"},
     {Kind::kDrainEnd, Source::kApp, "drain-end", "ErCbwP"},
+    {Kind::kPrune, Source::kApp, "prune", "Erdw"},
     {Kind::kReady, Source::kCodec, "ready", "G"},
     {Kind::kProtection, Source::kCodec, "protection", "T"},
     {Kind::kWarmup, Source::kCodec, "warmup", "NsW"},
@@ -196,6 +197,9 @@ Event DrainSkip(uint64_t epoch, int rank) { return {.kind = Kind::kDrainSkip, .e
 Event DrainEnd(uint64_t epoch, int rank, int code, uint64_t bytes, double seconds, bool published) {
   return {.kind = Kind::kDrainEnd, .epoch = epoch, .code = code, .rank = rank, .bytes = bytes, .seconds = seconds,
           .published = published};
+}
+Event Prune(uint64_t epoch, int rank, uint64_t removed, double seconds) {
+  return {.kind = Kind::kPrune, .epoch = epoch, .rank = rank, .done = removed, .seconds = seconds};
 }
 Event Ready(uint64_t generation) { return {.kind = Kind::kReady, .generation = generation}; }
 Event Protection(std::string what) { return {.kind = Kind::kProtection, .text = OneLine(std::move(what))}; }

@@ -25,6 +25,7 @@ std::vector<Event> OneOfEach() {
       DrainBegin(6, 1),
       DrainSkip(6, 3),
       DrainEnd(6, 1, 0, 1 << 20, 0.5, true),
+      Prune(6, 1, 2, 0.125),
       Ready(2),
       Protection("unprotected: no spare node left; checkpoints are committed without parity"),
       Warmup("vn4", 1.25, 0.5),
@@ -59,6 +60,7 @@ TEST(Events, LinesKeepTheirFormat) {
   EXPECT_EQ(Format(WriteBegin(2, 5)), "app write-begin 2 rank 5");
   EXPECT_EQ(Format(DrainEnd(6, 1, 0, 10, 0.5, true)), "app drain-end 6 rank 1 0 10 0.500000 published");
   EXPECT_EQ(Format(DrainEnd(6, 1, 28, 0, 0, false)), "app drain-end 6 rank 1 28 0 0.000000");
+  EXPECT_EQ(Format(Prune(6, 3, 2, 0.25)), "app prune 6 rank 3 2 0.250000");
   EXPECT_EQ(Format(EncodeDelta(8, 1, 2, 4096, 8192)), "codec encode-delta 8 1/2 4096/8192");
   EXPECT_EQ(Format(Warmup("vn4", 1.25, 0.5)), "codec warmup vn4 1.250 0.500");
   EXPECT_EQ(Format(RebuildProgress(9, "vn5", 5, 10, 3.25)), "codec rebuild-progress 9 vn5 5 10 3.250");

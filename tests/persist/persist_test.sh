@@ -66,8 +66,15 @@ beyond-parity)
   rc=$?
   [ $rc = 3 ] || fail "without --persist: exit $rc, expected 3"
   grep -q "no --persist DIR" "$out" || fail "without --persist: no word on the missing second level"
-  run --persist "$dir" --persist-every 2 --kill-node vn0,vn1 --at checkpoint:7 -- "${H[@]}" ||
+  run --persist "$dir" --persist-every 2 --keep --kill-node vn0,vn1 --at checkpoint:7 -- "${H[@]}" ||
     fail "with --persist: exit $?"
+  # Beyond --persist-keep 2, older epochs are removed after the drain that
+  # publishes a newer one has ended (its drain-end comes first), and timed.
+  ev=/tmp/dlckpt-run.$job/events
+  grep -q " app prune [0-9]* rank [0-9]* [1-9][0-9]* [0-9.]*$" "$ev" || fail "no prune event in $ev"
+  awk '$3 == "drain-end" && $NF == "published" { done[$4] = 1 }
+       $3 == "prune" && !done[$4] { print "prune of epoch " $4 " before its drain-end"; bad = 1 }
+       END { exit bad }' "$ev" >&2 || fail "a prune came before its drain ended"
   # Epoch 6 unless its drain was still running (or skipped) at the kill.
   grep -q "restart from the persistent copy: drained epoch [246] " "$out" || fail "did not restart from a drained epoch"
   grep -q "recovery 1: restart from the persistent copy" "$out" || fail "the summary does not say where the recovery came from"

@@ -46,6 +46,7 @@ enum class Kind : uint8_t {
   kDrainBegin,     // epoch, rank
   kDrainSkip,      // epoch, rank
   kDrainEnd,       // epoch, rank, code, bytes, seconds, published
+  kPrune,          // epoch (just published), rank, done (older epochs removed), seconds
   // Codec service (its rank 0 unless a node is named).
   kReady,          // generation
   kProtection,     // text: the protection left ("unprotected: no spare node left; ...")
@@ -91,6 +92,7 @@ Event CkptEnd(uint64_t epoch, int code);
 Event DrainBegin(uint64_t epoch, int rank);
 Event DrainSkip(uint64_t epoch, int rank);
 Event DrainEnd(uint64_t epoch, int rank, int code, uint64_t bytes, double seconds, bool published);
+Event Prune(uint64_t epoch, int rank, uint64_t removed, double seconds);
 Event Ready(uint64_t generation);
 Event Protection(std::string what);
 Event Warmup(std::string node, double seconds, double waited);

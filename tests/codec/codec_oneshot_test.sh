@@ -52,7 +52,7 @@ grep -q "rank 1 -> n3" "$tmp/out" || fail "rank 1 was not placed on n3"
 for f in a b; do
   "$bin/dlckpt-store" cat "$(store n3 1)" /dlckpt/app/$f | cmp - "$tmp/${f}1" || fail "rebuilt /dlckpt/app/$f differs"
 done
-"$bin/dlckpt-store" verify "$(store n3 1)" | grep -q "epoch 1: ok" || fail "verify"
+grep -q "epoch 1: ok" <<< "$("$bin/dlckpt-store" verify "$(store n3 1)")" || fail "verify"
 
 rm -f /dev/shm/dlckpt."$job".n0.* /dev/shm/dlckpt."$job".n2.*   # two more: beyond XOR
 if codec n3 -- --mode recover --lost n0,n2 > "$tmp/out2" 2>&1; then fail "two losses in an XOR group were accepted"; fi

@@ -41,7 +41,7 @@ case "$scenario" in
 first)
   run --nodes 3 --spares 1 -- "${app[@]}" --iters 4 || fail "exit $?"
   for n in vn0 vn1 vn2; do
-    log | grep -qE "dlckpt-codec\[[0-9]+ $n\]: warm-up: stores [0-9.]+ s" || fail "$n did not attach its stores"
+    grep -qE "dlckpt-codec\[[0-9]+ $n\]: warm-up: stores [0-9.]+ s" <<< "$(log)" || fail "$n did not attach its stores"
   done
   log | grep -qE "dlckpt-codec\[[0-9]+ vn3\]: warm-up: parity slots \(the first\) [0-9.]+ s" ||
     fail "the spare did not reserve the first slot"
@@ -58,9 +58,9 @@ first)
     case "$l" in *"new parity slot"*) fail "encode $e created a parity slot: $l" ;; esac
   done
   DLCKPT_CODEC_WARMUP=0 run --nodes 3 --spares 1 -- "${app[@]}" --iters 3 || fail "without warm-up: exit $?"
-  spare_line 1 vn3 | grep -q "new parity slot" || fail "without warm-up, encode 1 did not create a slot"
-  spare_line 2 vn3 | grep -q "new parity slot" || fail "without warm-up, encode 2 did not create a slot"
-  log | grep -q "warm-up:" && fail "DLCKPT_CODEC_WARMUP=0 still warmed up"
+  grep -q "new parity slot" <<< "$(spare_line 1 vn3)" || fail "without warm-up, encode 1 did not create a slot"
+  grep -q "new parity slot" <<< "$(spare_line 2 vn3)" || fail "without warm-up, encode 2 did not create a slot"
+  grep -q "warm-up:" <<< "$(log)" && fail "DLCKPT_CODEC_WARMUP=0 still warmed up"
   ;;
 recovery)
   run --nodes 3 --spares 2 --kill-node vn1 --at checkpoint:2 -- "${app[@]}" --iters 4 --after-restart 2 ||

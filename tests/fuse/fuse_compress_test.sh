@@ -34,7 +34,7 @@ unmount_fs "$mnt"
 # Remounted without the option (and with another $DLCKPT_COMPRESS): the same store.
 DLCKPT_COMPRESS=none mount_fs "$mnt" "$store"
 cmp "$TMP/random" "$mnt/random" || fail "random data differs after the remount"
-"$STORE_BIN" stat "$store" | grep -q "^compression: lz4" || fail "the remount changed the store"
+grep -q "^compression: lz4" <<< "$("$STORE_BIN" stat "$store")" || fail "the remount changed the store"
 unmount_fs "$mnt"
 
 # A bad value is refused before anything is mounted.

@@ -14,7 +14,7 @@ expect_fail() {  # expect_fail MESSAGE COMMAND...: non-zero exit, MESSAGE in the
   local want="$1" out
   shift
   if out=$("$@" 2>&1); then fail "'$*' succeeded"; fi
-  echo "$out" | grep -qF -- "$want" || fail "'$*' said: $out (want: $want)"
+  grep -qF -- "$want" <<< "$out" || fail "'$*' said: $out (want: $want)"
 }
 
 help=$("$FUSE_BIN" --help) || fail "--help exit status"
@@ -65,7 +65,7 @@ is_mounted "$mnt2" && fail "a refused second owner left $mnt2 mounted"
 echo kept > "$mnt/f"
 unmount_fs "$mnt"
 is_mounted "$mnt" && fail "still mounted after fusermount3 -u"
-"$STORE_BIN" stat "/dlckpt.$TEST_JOB.nodeZ.r5" | grep -q "job: $TEST_JOB" || fail "store lost at unmount"
+grep -q "job: $TEST_JOB" <<< "$("$STORE_BIN" stat "/dlckpt.$TEST_JOB.nodeZ.r5")" || fail "store lost at unmount"
 
 # --- the checkpoint trigger ---------------------------------------------------------
 mount_fs "$mnt" "$store" --capacity 32M
@@ -75,7 +75,7 @@ echo two > "$mnt/dir/ckpt.1"
 expect_fail "not a dlckpt-fuse mount" "$CTL_BIN" checkpoint "$TMP"
 expect_fail "unknown command 'frob'" "$CTL_BIN" frob "$mnt"
 echo 1 > "$mnt/.dlckpt/checkpoint" || fail "echo 1 > .dlckpt/checkpoint"
-"$STORE_BIN" stat "$store" | grep -q "acknowledged_epoch: 1" || fail "epoch 1 not committed"
+grep -q "acknowledged_epoch: 1" <<< "$("$STORE_BIN" stat "$store")" || fail "epoch 1 not committed"
 grep -q "^acknowledged_epoch: 1$" "$mnt/.dlckpt/status" || fail "status file after epoch 1"
 grep -q "^last_checkpoint: epoch 1$" "$mnt/.dlckpt/status" || fail "status last_checkpoint"
 echo changed > "$mnt/ckpt.0"
@@ -84,11 +84,11 @@ exec 5> "$mnt/open.txt"
 echo "still open" >&5
 [ "$("$CTL_BIN" checkpoint "$mnt")" = 2 ] || fail "dlckpt-ctl checkpoint did not print 2"
 exec 5>&-
-"$CTL_BIN" status "$mnt" | grep -q "^acknowledged_epoch: 2$" || fail "dlckpt-ctl status"
+grep -q "^acknowledged_epoch: 2$" <<< "$("$CTL_BIN" status "$mnt")" || fail "dlckpt-ctl status"
 [ "$("$STORE_BIN" cat "$store" /ckpt.0)" = changed ] || fail "epoch 2 content"
 [ "$("$STORE_BIN" cat "$store" /dir/ckpt.1)" = two ] || fail "epoch 2 file in a directory"
 [ "$("$STORE_BIN" cat "$store" /open.txt)" = "still open" ] || fail "open file not in epoch 2"
-"$STORE_BIN" ls "$store" | grep -q "/.dlckpt" && fail "the control directory is in the store"
+grep -q "/.dlckpt" <<< "$("$STORE_BIN" ls "$store")" && fail "the control directory is in the store"
 
 # --- SIGTERM unmounts; the store keeps working files; remount shows them --------------
 echo uncommitted > "$mnt/late"

@@ -44,7 +44,7 @@ if mv -T empty full 2>/dev/null; then fail "renamed a directory over a non-empty
 rm -rf x empty full
 mkdir -p n/m && echo z > n/m/z
 if out=$(rmdir n 2>&1); then fail "rmdir of a non-empty directory"; fi
-echo "$out" | grep -q "Directory not empty" || fail "rmdir message: $out"
+grep -q "Directory not empty" <<< "$out" || fail "rmdir message: $out"
 rm -r n
 python3 - <<'EOF' || fail "renameat2 RENAME_NOREPLACE"
 import ctypes, errno, os
@@ -155,7 +155,7 @@ expect_error() {  # expect_error MESSAGE COMMAND...
   local want="$1" out
   shift
   if out=$("$@" 2>&1); then fail "'$*' succeeded"; fi
-  echo "$out" | grep -q "$want" || fail "'$*' said: $out (want $want)"
+  grep -q "$want" <<< "$out" || fail "'$*' said: $out (want $want)"
 }
 expect_error "Operation not permitted" ln -s s link
 expect_error "Operation not permitted" ln s hard

@@ -99,10 +99,10 @@ grep -q "^pid: " "$mnt/.dlckpt/status" || fail "daemon gone after namespace race
 # A checkpoint: the committed epoch holds exactly what the mount shows.
 epoch=$("$CTL_BIN" checkpoint "$mnt") || fail "dlckpt-ctl checkpoint"
 [ "$epoch" = 1 ] || fail "first checkpoint is epoch $epoch"
-"$STORE_BIN" stat "$store" | grep -q "acknowledged_epoch: 1" || fail "store does not show epoch 1"
+grep -q "acknowledged_epoch: 1" <<< "$("$STORE_BIN" stat "$store")" || fail "store does not show epoch 1"
 "$STORE_BIN" cat "$store" /big | cmp - "$TMP/big" || fail "dlckpt-store cat /big differs"
 "$STORE_BIN" cat "$store" /tree/a/b/odd.bin | cmp - "$src/a/b/odd.bin" || fail "store cat odd.bin"
-"$STORE_BIN" ls "$store" | grep -q " /tree/a/b/c/empty$" || fail "store ls lacks the empty file"
+grep -q " /tree/a/b/c/empty$" <<< "$("$STORE_BIN" ls "$store")" || fail "store ls lacks the empty file"
 (cd "$mnt" && find . -mindepth 1 -printf '%y %p\n' | sed 's|^\(.\) \.|\1 |' | sort) > "$TMP/mount.list"
 "$STORE_BIN" ls "$store" | awk '{ print ($1 ~ /^d/ ? "d" : "f"), $4 }' | sort > "$TMP/store.list"
 diff "$TMP/mount.list" "$TMP/store.list" || fail "store and mount list different entries"

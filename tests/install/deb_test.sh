@@ -20,7 +20,7 @@ case "$mpi" in
   *) fail "no DLCKPT_MPI_FLAVOR in $build/base/include/dlckpt/base/version.h" ;;
 esac
 [ "$(dpkg-deb -f "$deb" Package)" = "$want_name" ] || fail "$deb: package $(dpkg-deb -f "$deb" Package), want $want_name ($mpi)"
-dpkg-deb -f "$deb" Depends | grep -q "$want_dep" || fail "$deb does not depend on $want_dep: $(dpkg-deb -f "$deb" Depends)"
+grep -q "$want_dep" <<< "$(dpkg-deb -f "$deb" Depends)" || fail "$deb does not depend on $want_dep: $(dpkg-deb -f "$deb" Depends)"
 dpkg-deb -c "$deb" > "$work/list"
 for f in usr/bin/dlckpt-ior usr/bin/dlckpt-cc usr/bin/dlckpt-cxx usr/bin/dlckpt-f90 usr/share/dlckpt/dlckpt.flags; do
   grep -q " \./$f\$" "$work/list" || fail "$f is not in $deb"

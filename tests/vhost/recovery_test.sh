@@ -189,7 +189,7 @@ trap 'log "killed by a signal"; exit 143' TERM INT HUP
 
 # --- the failure-free answer ------------------------------------------------------------------
 
-ref=$(DLCKPT_JOB="${JOB}ref" timeout -k 5 120 mpiexec -launcher fork -n "$data" "${app[@]}" 2>/dev/null </dev/null |
+ref=$(DLCKPT_JOB="${JOB}ref" timeout -k 5 120 mpiexec-local -n "$data" "${app[@]}" 2>/dev/null </dev/null |
       sed -n 's/^checksum: //p')
 rm -f /dev/shm/dlckpt."${JOB}ref".*
 [[ -n $ref ]] || fail "the failure-free run printed no checksum"

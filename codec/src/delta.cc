@@ -83,6 +83,34 @@ std::vector<ByteRange> MemberDelta(std::span<const memfs::Store::ImageDelta> sto
   return UnionRanges(one, end);
 }
 
+std::vector<ByteRange> SegmentUnion(std::span<const std::vector<ByteRange>> member_ranges, uint64_t seg,
+                                    uint64_t align) {
+  std::vector<std::vector<ByteRange>> pieces(1);
+  if (seg == 0 || align == 0) return {};
+  for (const auto& list : member_ranges) {
+    for (const ByteRange& r : list) {
+      for (uint64_t x = r.offset, end = r.offset + r.len; x < end;) {
+        const uint64_t in = x % seg;
+        const uint64_t n = std::min(end - x, seg - in);
+        const uint64_t lo = in / align * align;
+        const uint64_t hi = std::min(seg, (in + n + align - 1) / align * align);
+        pieces[0].push_back(ByteRange{lo, hi - lo});
+        x += n;
+      }
+    }
+  }
+  return UnionRanges(pieces, seg);
+}
+
+std::vector<ByteRange> InSegments(std::span<const ByteRange> u, std::span<const uint32_t> segments, uint64_t seg) {
+  std::vector<ByteRange> out;
+  out.reserve(u.size() * segments.size());
+  for (uint32_t t : segments) {
+    for (const ByteRange& r : u) out.push_back(ByteRange{uint64_t{t} * seg + r.offset, r.len});
+  }
+  return out;
+}
+
 void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_image,
                std::span<const ByteRange> ranges, std::span<const ByteRange> own, uint8_t* out) {
   Cursor a(old_image), b(new_image);

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "dlckpt/codec/erasure.h"
+#include "dlckpt/control/stripes.h"
 #include "dlckpt/memfs/memfs.h"
 
 namespace dlckpt::codec {
@@ -442,6 +443,143 @@ TEST(DeltaRanges, PackedMapAndSpareUpdate) {
     bool in = (x >= 4 && x < 8) || (x >= 20 && x < 28);
     EXPECT_EQ(out[x], in ? static_cast<uint8_t>(o ^ 0x0f) : o) << "byte " << x;
   }
+}
+
+TEST(DeltaRanges, SegmentUnionAndInSegments) {
+  // Segments of 8192 bytes, 4 KiB alignment: a range crossing a segment
+  // boundary counts in both segments, widened to whole 4 KiB pieces.
+  std::vector<std::vector<ByteRange>> lists{{{100, 10}}, {{8190, 4}, {3 * 8192 + 5000, 1}}};
+  auto u = SegmentUnion(lists, 8192, 4096);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE((u[0] == ByteRange{0, 8192}));
+  std::vector<std::vector<ByteRange>> small{{{100, 10}}, {{2 * 8192 + 200, 1}}};
+  u = SegmentUnion(small, 8192, 4096);
+  ASSERT_EQ(u.size(), 1u);
+  EXPECT_TRUE((u[0] == ByteRange{0, 4096}));
+  std::vector<uint32_t> segs{0, 2};
+  auto in = InSegments(u, segs, 8192);
+  ASSERT_EQ(in.size(), 2u);
+  EXPECT_TRUE((in[0] == ByteRange{0, 4096}) && (in[1] == ByteRange{16384, 4096}));
+}
+
+// The spread layout (control/stripes.h): parity updated from packed deltas
+// over SegmentUnion, stripe by stripe, equals a full spread encode, for
+// random member images and random changes (the segment length kept, as
+// PlanSpreadDelta requires).
+std::vector<std::vector<uint8_t>> SpreadEncode(const std::vector<std::vector<uint8_t>>& data, uint32_t k,
+                                               uint64_t seg) {
+  const auto n = static_cast<uint32_t>(data.size());
+  auto code = ErasureCode::Create(k == 1 ? Scheme::kXor : Scheme::kReedSolomon, static_cast<int>(n - k),
+                                  static_cast<int>(k));
+  EXPECT_TRUE(code.ok());
+  std::vector<std::vector<uint8_t>> parity(n, std::vector<uint8_t>(k * seg));
+  for (uint32_t s = 0; s < n; ++s) {
+    std::vector<std::vector<uint8_t>> chunks;
+    for (uint32_t m : control::SpreadDataMembers(n, k, s)) {
+      std::vector<uint8_t> c(seg, 0);
+      const uint64_t at = uint64_t{control::SpreadSegmentOf(n, k, m, s)} * seg;
+      if (at < data[m].size()) std::copy_n(data[m].begin() + static_cast<long>(at), std::min(seg, data[m].size() - at), c.begin());
+      chunks.push_back(std::move(c));
+    }
+    std::vector<std::vector<uint8_t>> out(k, std::vector<uint8_t>(seg));
+    std::vector<std::span<const uint8_t>> src(chunks.begin(), chunks.end());
+    std::vector<std::span<uint8_t>> dst(out.begin(), out.end());
+    EXPECT_TRUE((*code)->Encode(src, dst).ok());
+    for (uint32_t j = 0; j < k; ++j) {
+      std::copy(out[j].begin(), out[j].end(), parity[control::SpreadParityHolder(n, s, j)].begin() + static_cast<long>(j * seg));
+    }
+  }
+  return parity;
+}
+
+TEST(SpreadDelta, EqualsFullSpreadEncode) {
+  std::mt19937 rng(7);
+  int deltas = 0;
+  for (auto [n, k] : {std::pair<uint32_t, uint32_t>{4, 1}, {3, 1}, {5, 2}, {6, 3}}) {
+    SCOPED_TRACE("n " + std::to_string(n) + " k " + std::to_string(k));
+    auto code = ErasureCode::Create(k == 1 ? Scheme::kXor : Scheme::kReedSolomon, static_cast<int>(n - k),
+                                    static_cast<int>(k));
+    ASSERT_TRUE(code.ok());
+    std::vector<std::vector<uint8_t>> data(n);
+    for (auto& d : data) {
+      d.resize(40000 + rng() % 60000);
+      for (auto& b : d) b = static_cast<uint8_t>(rng());
+    }
+    auto longest = [&] {
+      uint64_t l = 0;
+      for (const auto& d : data) l = std::max<uint64_t>(l, d.size());
+      return l;
+    };
+    const uint64_t seg = control::SpreadSegmentBytes(longest(), n, k);
+    auto parity = SpreadEncode(data, k, seg);
+    for (int epoch = 0; epoch < 20; ++epoch) {
+      // Random rewrites; sizes may change within the segment length.
+      auto next = data;
+      for (auto& d : next) {
+        for (int w = static_cast<int>(rng() % 4); w > 0; --w) {
+          uint64_t at = rng() % d.size(), len = std::min<uint64_t>(1 + rng() % 3000, d.size() - at);
+          for (uint64_t x = at; x < at + len; ++x) d[x] = static_cast<uint8_t>(rng());
+        }
+        if (rng() % 5 == 0) d.resize(std::min<uint64_t>((n - k) * seg, d.size() + rng() % 5000), 0x5a);
+        if (rng() % 7 == 0) d.resize(d.size() - rng() % 2000);
+      }
+      ASSERT_EQ(control::SpreadSegmentBytes(longest(), n, k), seg);
+      // Each member's changed ranges: the bytes that differ (zero past an end).
+      std::vector<std::vector<ByteRange>> ranges(n);
+      for (uint32_t m = 0; m < n; ++m) {
+        const uint64_t end = std::max(data[m].size(), next[m].size());
+        for (uint64_t x = 0; x < end; ++x) {
+          uint8_t a = x < data[m].size() ? data[m][x] : 0, b = x < next[m].size() ? next[m][x] : 0;
+          if (a == b) continue;
+          if (!ranges[m].empty() && ranges[m].back().offset + ranges[m].back().len == x) {
+            ++ranges[m].back().len;
+          } else {
+            ranges[m].push_back(ByteRange{x, 1});
+          }
+        }
+      }
+      auto u = SegmentUnion(ranges, seg, 4096);
+      const uint64_t ub = RangeBytes(u);
+      PackedMap map(u);
+      // Member m packs its data segments' deltas, stripe by stripe.
+      std::vector<std::vector<uint8_t>> packed(n);
+      for (uint32_t m = 0; m < n; ++m) {
+        std::vector<uint32_t> segs;
+        for (uint32_t s = 0; s < n; ++s) {
+          if (control::SpreadHoldsData(n, k, m, s)) segs.push_back(control::SpreadSegmentOf(n, k, m, s));
+        }
+        auto old_e = Extents(data[m]);
+        auto new_e = Extents(next[m]);
+        packed[m].resize((n - k) * ub);
+        PackDelta(old_e, new_e, InSegments(u, segs, seg), ranges[m], packed[m].data());
+      }
+      std::vector<std::vector<uint8_t>> updated(n, std::vector<uint8_t>(k * seg, 0xee));
+      for (uint32_t s = 0; s < n; ++s) {
+        std::vector<std::span<const uint8_t>> src;
+        for (uint32_t m : control::SpreadDataMembers(n, k, s)) {
+          uint32_t pos = 0;
+          for (uint32_t t = 0; t < s; ++t) pos += control::SpreadHoldsData(n, k, m, t) ? 1 : 0;
+          src.emplace_back(packed[m].data() + uint64_t{pos} * ub, ub);
+        }
+        std::vector<std::vector<uint8_t>> pd(k, std::vector<uint8_t>(ub));
+        std::vector<std::span<uint8_t>> dst(pd.begin(), pd.end());
+        if (ub > 0) ASSERT_TRUE((*code)->encoder()->Apply(src, dst).ok());
+        for (uint32_t j = 0; j < k; ++j) {
+          const uint32_t h = control::SpreadParityHolder(n, s, j);
+          std::span<const uint8_t> kept(parity[h].data() + j * seg, seg);
+          uint8_t* out = updated[h].data() + j * seg;
+          CopyUnchanged(kept, map, out, seg);
+          ApplyPacked(kept, map, 0, pd[j].data(), ub, out, seg);
+        }
+      }
+      data = std::move(next);
+      auto full = SpreadEncode(data, k, seg);
+      for (uint32_t m = 0; m < n; ++m) ASSERT_TRUE(updated[m] == full[m]) << "epoch " << epoch << " member " << m;
+      parity = std::move(updated);
+      if (ub < seg) ++deltas;
+    }
+  }
+  EXPECT_GT(deltas, 10) << "too few epochs changed less than a whole segment";
 }
 
 // A small rewrite in a large file: the delta is the rewritten blocks plus the

@@ -14,11 +14,17 @@
 // the slot that does not hold A's, marked complete only at the end: a failure
 // leaves A's parity whole, exactly as for a full encode.
 //
+// Spread layout (control/stripes.h): every member is a data node and holds a
+// parity object, so it reports both; PlanSpreadDelta unites the changes in
+// segment coordinates and RunSpreadDelta updates each member's object (see
+// docs/design.md, "The delta encode in the spread layout").
+//
 // Layout changes: a store whose file set or sizes changed reports the rest of
 // its image (and of the member image after it) as changed (Store::Diff), so
 // the delta applies where the layout is stable and the fraction rule turns a
 // large shift into a full encode. The result is always the parity a full
 // encode gives (codec/src/delta_test.cc, tests/incremental/).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -26,6 +32,7 @@
 
 #include "dlckpt/codec/delta.h"
 #include "dlckpt/codec/delta_transport.h"
+#include "dlckpt/control/stripes.h"
 #include "service_impl.h"
 
 namespace dlckpt::codec {
@@ -154,6 +161,58 @@ DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::M
   return plan;
 }
 
+DeltaPlan PlanSpreadDelta(const Group& g, uint64_t keep, const std::vector<protocol::MemberRecord>& records,
+                          const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold) {
+  DeltaPlan plan;
+  const auto n = static_cast<uint32_t>(g.n()), k = static_cast<uint32_t>(g.k());
+  std::vector<protocol::MemberRecord> members;
+  for (const auto& d : g.data) members.push_back(records[static_cast<size_t>(d.codec_rank)]);
+  plan.length = SpreadSegmentOf(members, n, k);
+  if (mode == DeltaMode::kOff) {
+    plan.why = "DLCKPT_DELTA=off";
+    return plan;
+  }
+  if (keep == 0) {
+    plan.why = "no acknowledged epoch to update";
+    return plan;
+  }
+  std::vector<std::vector<memfs::Store::ByteRange>> lists;
+  for (const auto& d : g.data) {
+    const DeltaInfo& inf = infos[static_cast<size_t>(d.codec_rank)];
+    const protocol::MemberRecord& rec = records[static_cast<size_t>(d.codec_rank)];
+    if (!inf.have_delta) {
+      plan.why = "node " + rec.node + " has no delta since epoch " + std::to_string(keep);
+      return plan;
+    }
+    bool same = inf.have_kept && inf.scheme == SchemeByte(g.scheme()) && inf.k == k &&
+                inf.kept_members.size() == g.data.size();
+    for (size_t i = 0; same && i < g.data.size(); ++i) {
+      const auto& km = inf.kept_members[i];
+      const auto& now = records[static_cast<size_t>(g.data[i].codec_rank)];
+      const auto& old = infos[static_cast<size_t>(g.data[i].codec_rank)].old_sizes;
+      same = km.node == now.node && km.ranks == now.ranks && km.sizes == old;
+    }
+    if (!same) {
+      plan.why = "member " + rec.node + " holds no spread parity of epoch " + std::to_string(keep) +
+                 " for these members";
+      return plan;
+    }
+    lists.push_back(inf.ranges);
+  }
+  // Every member's kept parity was cut with the segment of the kept sizes.
+  const DeltaInfo& first = infos[static_cast<size_t>(g.data[0].codec_rank)];
+  if (SpreadSegmentOf(first.kept_members, n, k) != plan.length) {
+    plan.why = "the spread segment length changed since epoch " + std::to_string(keep);
+    return plan;
+  }
+  plan.ranges = SegmentUnion(lists, plan.length, kSpreadDeltaAlign);
+  const uint64_t packed = RangeBytes(plan.ranges);
+  plan.fraction = plan.length == 0 ? 0 : static_cast<double>(packed) / static_cast<double>(plan.length);
+  plan.use = mode == DeltaMode::kOn || plan.fraction <= threshold;
+  if (!plan.use) plan.why = "changed fraction above the threshold";
+  return plan;
+}
+
 }  // namespace internal
 
 internal::DeltaInfo Service::LocalDelta(uint64_t epoch, uint64_t keep) {
@@ -184,10 +243,16 @@ internal::DeltaInfo Service::LocalDelta(uint64_t epoch, uint64_t keep) {
     }
     delta_own_ = d.ranges;
     d.have_delta = true;
-  } else if (role_.kind == RoleKind::kSpare) {
+  }
+  // A spare holds its group's parity j; a member of a spread group its own
+  // parity object (index = the member).
+  const bool spread_member = role_.kind == RoleKind::kData && layout_.groups[static_cast<size_t>(role_.group)].spread;
+  if (role_.kind == RoleKind::kSpare || spread_member) {
     const Group& g = layout_.groups[static_cast<size_t>(role_.group)];
+    const auto want = spread_member ? control::ParityLayout::kSpread : control::ParityLayout::kSpares;
     protocol::ParityReport kept;
-    if (parity_.Kept(static_cast<uint32_t>(g.id), static_cast<uint32_t>(role_.index), keep, &kept).ok()) {
+    if (parity_.Kept(static_cast<uint32_t>(g.id), static_cast<uint32_t>(role_.index), keep, &kept).ok() &&
+        kept.layout == static_cast<uint8_t>(want)) {
       d.have_kept = true;
       d.scheme = kept.scheme;
       d.k = kept.k;
@@ -256,6 +321,89 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
   if (getenv("DLCKPT_CODEC_TRACE") && role_.kind == RoleKind::kSpare) {
     Log(label + ": copied " + std::to_string(sink.copied_bytes()) + " unchanged parity bytes in " +
         internal::Fixed(sink.copy_seconds()) + " s" + (reuse ? " (slot reused)" : ""));
+  }
+  return Status::OK();
+}
+
+Status Service::RunSpreadDelta(const Group& g, protocol::ParityReport info, uint64_t keep, const std::string& label,
+                               const internal::DeltaPlan& plan, std::span<const Extent> new_image) {
+  const auto n = static_cast<uint32_t>(g.n()), k = static_cast<uint32_t>(g.k());
+  DLCKPT_ASSIGN_OR_RETURN(auto code, ErasureCode::Create(g.scheme(), static_cast<int>(n - k), static_cast<int>(k)));
+  const uint64_t seg = plan.length;
+  const uint64_t u = RangeBytes(plan.ranges);
+  const auto me = static_cast<uint32_t>(role_.index);
+  info.index = me;
+  // The stripes in which this member holds data, in order, and its segment
+  // in each: its packed deltas, u bytes per stripe, one after the other.
+  std::vector<uint32_t> stripes, segments;
+  for (uint32_t s = 0; s < n; ++s) {
+    if (!control::SpreadHoldsData(n, k, me, s)) continue;
+    stripes.push_back(s);
+    segments.push_back(control::SpreadSegmentOf(n, k, me, s));
+  }
+  if (!packer_) packer_ = std::make_unique<DeltaPacker>();
+  auto packed = packer_->Pack(delta_old_, new_image, InSegments(plan.ranges, segments, seg), delta_own_);
+  // The kept parity object: segment j is parity j of stripe (me - j) mod n,
+  // output j of that stripe's run. Not found, or of another length (it
+  // was there for the plan): Begin fails inside the run, which every rank
+  // must enter.
+  std::vector<std::span<const uint8_t>> kept(k);
+  protocol::ParityReport kinfo;
+  auto old = parity_.Kept(static_cast<uint32_t>(g.id), me, keep, &kinfo);
+  if (old.ok() && old->len == uint64_t{k} * seg) {
+    for (uint32_t j = 0; j < k; ++j) kept[j] = std::span<const uint8_t>(old->data + uint64_t{j} * seg, seg);
+  }
+  history_.valid = false;
+  uint8_t* base = nullptr;
+  DeltaParitySink sink(std::make_shared<const PackedMap>(plan.ranges), seg, std::move(kept),
+                       [&](int output, uint64_t, bool* reused) -> Result<uint8_t*> {
+                         *reused = false;
+                         if (base == nullptr) {
+                           DLCKPT_ASSIGN_OR_RETURN(base, parity_.Prepare(info, uint64_t{k} * seg, keep));
+                         }
+                         return base + static_cast<uint64_t>(output) * seg;
+                       });
+  // The unchanged parity is copied before the runs (an error comes back
+  // from Begin inside them).
+  for (uint32_t j = 0; j < k; ++j) (void)sink.PrepareAhead(static_cast<int>(j));
+  if (k == 1 && code->encoder()->is_xor()) {
+    // One reduce-scatter of every stripe's packed delta, as EncodeSpread.
+    std::vector<Extent> input;
+    for (uint32_t s = 0, at = 0; s < n; ++s) {
+      if (s == me) {
+        input.push_back({nullptr, static_cast<size_t>(u)});
+      } else {
+        input.push_back({packed.data() + uint64_t{at++} * u, static_cast<size_t>(u)});
+      }
+    }
+    ReduceSpec spec;
+    spec.label = label + " (spread delta)";
+    DLCKPT_ASSIGN_OR_RETURN(spec.combination, Combination::Create(1, static_cast<int>(n), std::vector<uint8_t>(n, 1)));
+    for (uint32_t m = 0; m < n; ++m) spec.source_ranks.push_back(static_cast<int>(m));
+    spec.scatter = true;
+    DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(spec, input, &sink));
+    (void)stats;
+  } else {
+    for (uint32_t s = 0; s < n; ++s) {
+      ReduceSpec spec;
+      spec.label = label + " (stripe " + std::to_string(s) + " delta)";
+      spec.combination = code->encoder();
+      for (uint32_t m : control::SpreadDataMembers(n, k, s)) spec.source_ranks.push_back(static_cast<int>(m));
+      for (uint32_t j = 0; j < k; ++j) spec.output_ranks.push_back(static_cast<int>(control::SpreadParityHolder(n, s, j)));
+      std::vector<Extent> input;
+      auto at = std::find(stripes.begin(), stripes.end(), s);
+      if (at != stripes.end()) input.push_back({packed.data() + static_cast<uint64_t>(at - stripes.begin()) * u, static_cast<size_t>(u)});
+      DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(spec, input, &sink));
+      (void)stats;
+    }
+  }
+  if (base == nullptr) return Status::Error(EPROTO, label + ": no spread parity delta reached member " + cfg_.node);
+  std::vector<uint32_t> all(k);
+  for (uint32_t j = 0; j < k; ++j) all[j] = j;
+  DLCKPT_RETURN_IF_ERROR(parity_.CompleteDelta(keep, InSegments(plan.ranges, all, seg)));
+  if (getenv("DLCKPT_CODEC_TRACE")) {
+    Log(label + ": spread delta of " + std::to_string(u) + " of " + std::to_string(seg) + " segment bytes; copied " +
+        std::to_string(sink.copied_bytes()) + " unchanged parity bytes in " + internal::Fixed(sink.copy_seconds()) + " s");
   }
   return Status::OK();
 }

@@ -104,12 +104,9 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
   for (size_t i = 0; i < layout_.groups.size(); ++i) {
     const Group& g = layout_.groups[i];
     const bool mine = role_.kind != RoleKind::kStandby && static_cast<size_t>(role_.group) == i;
-    if (g.spread) {
-      plans[i].why = "spread parity";  // a full encode (no delta of spread parity yet)
-      plans[i].length = 0;
-    } else if (rank_ == 0 || mine) {
-      plans[i] = internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
-    }
+    if (rank_ != 0 && !mine) continue;
+    plans[i] = g.spread ? internal::PlanSpreadDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()))
+                        : internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
   }
   if (rank_ == 0) {
     int use = 0;
@@ -153,7 +150,9 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       double t_run = Now();
       const internal::DeltaPlan& plan = plans[static_cast<size_t>(role_.group)];
       if (g.spread) {
-        run_status = EncodeSpread(g, info, keep, label, extents);
+        history_.valid = false;
+        run_status = plan.use ? RunSpreadDelta(g, info, keep, label, plan, extents)
+                              : EncodeSpread(g, info, keep, label, extents);
       } else if (plan.use) {
         run_status = RunDelta(g, **code, plan, info, keep, label, extents);
       } else {

@@ -96,13 +96,20 @@ double DeltaThreshold(Scheme scheme);
 // the encode's exchange).
 inline constexpr size_t kMaxDeltaRanges = size_t{1} << 18;
 
+// The alignment of a spread delta's ranges in segment coordinates: spread
+// segments are multiples of 4 KiB (control::SpreadSegmentBytes), and an XOR
+// spread delta's reduce-scatter cuts its n stripes of packed bytes at
+// multiples of 64 (ScatterSegment), so each stripe stays whole.
+inline constexpr uint64_t kSpreadDeltaAlign = 4096;
+
 // What one node adds to an encode's exchange for an incremental encode.
 struct DeltaInfo {
   // Data nodes: the changes of their member image since the kept epoch.
   bool have_delta = false;
   std::vector<uint64_t> old_sizes;  // image size of each store in the kept epoch
   std::vector<memfs::Store::ByteRange> ranges;
-  // Spares: the complete parity of the kept epoch they hold.
+  // Spares, and the members of a spread group: the complete parity of the
+  // kept epoch they hold (of the group's layout).
   bool have_kept = false;
   uint8_t scheme = 0;
   uint32_t k = 0;
@@ -122,6 +129,13 @@ struct DeltaPlan {
 };
 DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<control::protocol::MemberRecord>& records,
                     const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold);
+// The same for a group whose parity is spread over its members
+// (control/stripes.h): every member reports both its changes and the spread
+// parity of `keep` it holds, the segment length must not have changed, and
+// U (plan.ranges) is in segment coordinates, 4 KiB-aligned (SegmentUnion);
+// plan.length is the segment length.
+DeltaPlan PlanSpreadDelta(const Group& g, uint64_t keep, const std::vector<control::protocol::MemberRecord>& records,
+                          const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold);
 
 }  // namespace internal
 
@@ -201,6 +215,12 @@ class Service {
   Status RunDelta(const Group& g, const ErasureCode& code, const internal::DeltaPlan& plan,
                   const control::protocol::ParityReport& info, uint64_t keep, const std::string& label,
                   std::span<const Extent> new_image);
+  // The delta encode of a spread group along `plan` (PlanSpreadDelta;
+  // collective over the group): this member's packed deltas of its data
+  // segments go through the same runs as EncodeSpread, and its parity
+  // object is the kept one updated over U in each of its k segments.
+  Status RunSpreadDelta(const Group& g, control::protocol::ParityReport info, uint64_t keep,
+                        const std::string& label, const internal::DeltaPlan& plan, std::span<const Extent> new_image);
   void Log(const std::string& msg) const {
     std::fprintf(stderr, "dlckpt-codec[%d %s]: %s\n", rank_, cfg_.node.c_str(), msg.c_str());
     std::fflush(stderr);

@@ -48,6 +48,21 @@ std::vector<ByteRange> MemberDelta(std::span<const memfs::Store::ImageDelta> sto
 void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_image,
                std::span<const ByteRange> ranges, std::span<const ByteRange> own, uint8_t* out);
 
+// Spread layout (dlckpt/control/stripes.h): member images cut into
+// segments of `seg` bytes, segment t holding image bytes [t·seg, (t+1)·seg).
+// SegmentUnion: the union, in segment coordinates [0, seg), of every
+// member's changed ranges taken segment by segment (a range crossing a
+// segment boundary counts in both), each widened to multiples of `align`
+// (which must divide seg). The delta of every stripe is then packed over
+// the same ranges, so every chunk of a stripe packs to the same length.
+std::vector<ByteRange> SegmentUnion(std::span<const std::vector<ByteRange>> member_ranges, uint64_t seg,
+                                    uint64_t align);
+// The image ranges of `u` (segment coordinates) in each of `segments`
+// (ascending segment indices) of one member image: u shifted by t·seg for
+// each t, in order; packing over them gives the segments' packed deltas one
+// after the other, RangeBytes(u) bytes each.
+std::vector<ByteRange> InSegments(std::span<const ByteRange> u, std::span<const uint32_t> segments, uint64_t seg);
+
 // Maps offsets of a packed stream over `ranges` back to image offsets.
 class PackedMap {
  public:

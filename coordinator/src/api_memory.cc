@@ -35,6 +35,8 @@ struct Region {
 
 struct Table {
   std::map<int, Region> regions;
+  bool selected = false;       // SelectNext: the next StoreRegions stores only `selection`
+  std::set<int> selection;
   memfs::Store* store = nullptr;
   std::unique_ptr<dirty::Tracker> tracker;  // created at the first dlckpt_protect
 };
@@ -188,8 +190,28 @@ Result<std::string> ReadStoreFile(memfs::Store* store, std::string_view path) {
   return bytes;
 }
 
+Status SelectNext(const std::vector<int>* ids) {
+  Table& t = T();
+  if (ids == nullptr) {
+    t.selected = false;
+    t.selection.clear();
+    return Status::OK();
+  }
+  for (int id : *ids) {
+    if (t.regions.count(id) == 0) return Status::InvalidArgument(Name(id) + " is not protected");
+  }
+  t.selected = true;
+  t.selection = std::set<int>(ids->begin(), ids->end());
+  return Status::OK();
+}
+
 Status StoreRegions(memfs::Store* store) {
   Table& t = T();
+  const bool selected = t.selected;
+  const std::set<int> selection = std::move(t.selection);
+  t.selected = false;
+  t.selection.clear();
+  auto chosen = [&](int id) { return !selected || selection.count(id) != 0; };
   if (!t.regions.empty()) {
     // Collect re-arms the tracking: from here on, a region not written
     // successfully below must be written whole next time.
@@ -200,6 +222,7 @@ Status StoreRegions(memfs::Store* store) {
       r.stored = false;
     }
     for (auto& [id, r] : t.regions) {
+      if (!chosen(id)) continue;  // not in this checkpoint: its file goes below
       const std::string path = RegionPath(id);
       const dirty::Dirty& d = dirty[r.handle];
       bool in_place = was_stored[id] && !d.whole;
@@ -228,7 +251,7 @@ Status StoreRegions(memfs::Store* store) {
   DLCKPT_ASSIGN_OR_RETURN(std::vector<memfs::FileInfo> files, store->List(kRegionDir));
   for (const memfs::FileInfo& f : files) {
     const int id = std::atoi(f.path.c_str() + kRegionDir.size());
-    if (t.regions.count(id) != 0 && f.path == RegionPath(id)) continue;
+    if (t.regions.count(id) != 0 && chosen(id) && f.path == RegionPath(id)) continue;
     Status s = store->Unlink(f.path);
     if (!s.ok() && s.code() != ENOENT) return s.Prefixed("dropping the unprotected region file " + f.path);
   }

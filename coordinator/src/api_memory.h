@@ -44,7 +44,17 @@ void Attach(memfs::Store* store);
 // asynchronous write protection) write it whole. Correctness rests on the
 // store's copy-on-write: bytes not written keep the previous epoch's, which
 // equal the region's then.
+//
+// A selection (SelectNext) limits this call to the chosen ids: the files of
+// the others are dropped from the checkpoint like unprotected ones (they
+// stay protected, and are written whole at their next checkpoint). The
+// selection applies to this call only.
 Status StoreRegions(memfs::Store* store);
+// The next StoreRegions stores only `ids` (each must be protected: EINVAL
+// naming the first that is not, and the selection is left unchanged).
+// Clears a selection when `ids` is nullptr. For the compatibility layers'
+// selective checkpoints (VELOC_Checkpoint_selective).
+Status SelectNext(const std::vector<int>* ids);
 // After the checkpoint round: a failed one makes every region whole next
 // time (the working files may no longer be what StoreRegions left).
 void CheckpointEnded(const Status& outcome);

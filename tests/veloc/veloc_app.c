@@ -57,7 +57,8 @@ static void run_error_checks(const char* cfg) {
   EXPECT(VELOC_Checkpoint_begin("a/b", 1) == VELOC_FAILURE);
   EXPECT(VELOC_Checkpoint_begin("errs", 4) == VELOC_SUCCESS);
   EXPECT(VELOC_Checkpoint_begin("errs", 5) == VELOC_FAILURE);  /* a phase is open */
-  EXPECT(VELOC_Checkpoint_selective(VELOC_CKPT_SOME, &x, 1) == VELOC_FAILURE);
+  EXPECT(VELOC_Checkpoint_selective(VELOC_CKPT_SOME, (int[]){7}, 1) == VELOC_FAILURE);  /* not protected */
+  EXPECT(VELOC_Checkpoint_selective(3, NULL, 0) == VELOC_FAILURE);                      /* no such mode */
   EXPECT(VELOC_Checkpoint_mem() == VELOC_SUCCESS);
   EXPECT(VELOC_Checkpoint_end(g_rank != 1) == VELOC_FAILURE);  /* one rank failed: none taken */
   EXPECT(VELOC_Restart_test("errs", 0) == VELOC_FAILURE);
@@ -74,6 +75,24 @@ static void run_error_checks(const char* cfg) {
   EXPECT(VELOC_Recover_mem() == VELOC_FAILURE && x == 0);  /* region 1 is missing: nothing copied */
   EXPECT(VELOC_Recover_selective(VELOC_RECOVER_REST, (int[]){1}, 1) == VELOC_SUCCESS && x == 5);
   EXPECT(VELOC_Route_file("f", path) == VELOC_FAILURE);  /* the checkpoint holds no file */
+  EXPECT(VELOC_Restart_end(1) == VELOC_SUCCESS);
+  /* A selective checkpoint holds only the regions chosen; the next full one
+   * holds every region again. */
+  EXPECT(VELOC_Checkpoint_begin("errs", 5) == VELOC_SUCCESS);
+  EXPECT(VELOC_Checkpoint_selective(VELOC_CKPT_REST, (int[]){0}, 1) == VELOC_SUCCESS);  /* region 1 only */
+  EXPECT(VELOC_Checkpoint_end(1) == VELOC_SUCCESS);
+  EXPECT(VELOC_Restart_test("errs", 0) == 5);
+  y[0] = 9;
+  EXPECT(VELOC_Restart_begin("errs", 5) == VELOC_SUCCESS);
+  EXPECT(VELOC_Recover_size(0) == -1 && VELOC_Recover_size(1) == (int)sizeof y);
+  EXPECT(VELOC_Recover_selective(VELOC_RECOVER_SOME, (int[]){1}, 1) == VELOC_SUCCESS && y[0] == 1);
+  EXPECT(VELOC_Restart_end(1) == VELOC_SUCCESS);
+  EXPECT(VELOC_Checkpoint_begin("errs", 6) == VELOC_SUCCESS);
+  EXPECT(VELOC_Checkpoint_selective(VELOC_CKPT_SOME, (int[]){0}, 1) == VELOC_SUCCESS);
+  EXPECT(VELOC_Checkpoint_mem() == VELOC_SUCCESS);  /* the last call wins: all */
+  EXPECT(VELOC_Checkpoint_end(1) == VELOC_SUCCESS);
+  EXPECT(VELOC_Restart_begin("errs", 6) == VELOC_SUCCESS);
+  EXPECT(VELOC_Recover_size(0) == (int)sizeof x && VELOC_Recover_size(1) == (int)sizeof y);
   EXPECT(VELOC_Restart_end(1) == VELOC_SUCCESS);
   EXPECT(VELOC_Finalize(0) == VELOC_SUCCESS);
   if (g_rank == 0) printf("veloc_app errors: ok\n");

@@ -187,6 +187,32 @@ bool ValidName(const char* fn, const char* name) {
   return false;
 }
 
+// The region ids a selective call chooses: VeloC's ALL (every protected
+// id), SOME (the listed ones) or REST (the protected ones not listed); the
+// modes of VELOC_Checkpoint_selective and VELOC_Recover_selective are the
+// same numbers. false (after Fail) for a bad list or mode.
+static_assert(VELOC_CKPT_ALL == VELOC_RECOVER_ALL && VELOC_CKPT_SOME == VELOC_RECOVER_SOME &&
+              VELOC_CKPT_REST == VELOC_RECOVER_REST);
+bool Choose(const char* fn, int mode, const int* ids, int id_count, std::vector<int>* chosen) {
+  if (mode != VELOC_RECOVER_ALL && (id_count < 0 || (id_count > 0 && ids == nullptr))) {
+    Fail(std::string(fn) + ": bad id list");
+    return false;
+  }
+  const std::set<int> listed(ids, ids + (mode == VELOC_RECOVER_ALL ? 0 : id_count));
+  chosen->clear();
+  if (mode == VELOC_RECOVER_SOME) {
+    chosen->assign(listed.begin(), listed.end());
+  } else if (mode == VELOC_RECOVER_ALL || mode == VELOC_RECOVER_REST) {
+    for (int id : api::memory::ProtectedIds()) {
+      if (listed.count(id) == 0) chosen->push_back(id);
+    }
+  } else {
+    Fail(std::string(fn) + ": unknown mode " + std::to_string(mode));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 }  // namespace dlckpt::veloc
 
@@ -293,20 +319,22 @@ int VELOC_Checkpoint_begin(const char* name, int version) {
                     std::to_string(st.last_version) + ", the last one checkpointed or restarted");
   }
   st.phase = dv::Phase::kCheckpoint;
+  (void)dlckpt::api::memory::SelectNext(nullptr);
   st.name = name;
   st.version = version;
   st.routed = false;
   return VELOC_SUCCESS;
 }
 
-int VELOC_Checkpoint_selective(int mode, int*, int) {
+int VELOC_Checkpoint_selective(int mode, int* ids, int id_count) {
   if (!dv::NeedInit("VELOC_Checkpoint_selective")) return VELOC_FAILURE;
   if (S().phase != dv::Phase::kCheckpoint) return dv::Fail("VELOC_Checkpoint_mem: outside a checkpoint phase (VELOC_Checkpoint_begin)");
-  if (mode != VELOC_CKPT_ALL) {
-    return dv::Fail("VELOC_Checkpoint_selective: only VELOC_CKPT_ALL is supported (dlckpt stores every protected "
-                    "region): unprotect the others");
-  }
-  return VELOC_SUCCESS;  // the regions are stored at VELOC_Checkpoint_end
+  std::vector<int> chosen;
+  if (!dv::Choose("VELOC_Checkpoint_selective", mode, ids, id_count, &chosen)) return VELOC_FAILURE;
+  // The regions are stored at VELOC_Checkpoint_end; a checkpoint of some
+  // regions holds only those (ALL: no selection, every protected region).
+  dlckpt::Status s = dlckpt::api::memory::SelectNext(mode == VELOC_CKPT_ALL ? nullptr : &chosen);
+  return s.ok() ? VELOC_SUCCESS : dv::Fail("VELOC_Checkpoint_selective: " + s.ToString());
 }
 
 int VELOC_Checkpoint_mem(void) { return VELOC_Checkpoint_selective(VELOC_CKPT_ALL, nullptr, 0); }
@@ -326,6 +354,7 @@ int VELOC_Checkpoint_end(int success) {
     ok = false;  // dlckpt_checkpoint fails on every rank alike
   }
   if (ok) st.last_version = st.version;
+  (void)dlckpt::api::memory::SelectNext(nullptr);  // consumed by the checkpoint, or dropped with it
   return dv::EndPhase(ok, "VELOC_Checkpoint_end");
 }
 
@@ -373,20 +402,8 @@ int VELOC_Restart_begin(const char* name, int version) {
 int VELOC_Recover_selective(int mode, int* ids, int id_count) {
   if (!dv::NeedInit("VELOC_Recover_selective")) return VELOC_FAILURE;
   if (S().phase != dv::Phase::kRestart) return dv::Fail("VELOC_Recover_mem: outside a restart phase (VELOC_Restart_begin)");
-  if (mode != VELOC_RECOVER_ALL && (id_count < 0 || (id_count > 0 && ids == nullptr))) {
-    return dv::Fail("VELOC_Recover_selective: bad id list");
-  }
   std::vector<int> chosen;
-  const std::set<int> listed(ids, ids + (mode == VELOC_RECOVER_ALL ? 0 : id_count));
-  if (mode == VELOC_RECOVER_SOME) {
-    chosen.assign(listed.begin(), listed.end());
-  } else if (mode == VELOC_RECOVER_ALL || mode == VELOC_RECOVER_REST) {
-    for (int id : dlckpt::api::memory::ProtectedIds()) {
-      if (listed.count(id) == 0) chosen.push_back(id);
-    }
-  } else {
-    return dv::Fail("VELOC_Recover_selective: unknown mode " + std::to_string(mode));
-  }
+  if (!dv::Choose("VELOC_Recover_selective", mode, ids, id_count, &chosen)) return VELOC_FAILURE;
   dlckpt::Status s = dlckpt::api::memory::Recover(chosen, "VELOC_Recover_selective");
   return s.ok() ? VELOC_SUCCESS : dv::Fail(s.ToString());
 }

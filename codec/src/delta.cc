@@ -3,6 +3,7 @@
 // no I/O, no state.
 #include "dlckpt/codec/delta.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "dlckpt/codec/erasure.h"
@@ -83,31 +84,29 @@ std::vector<ByteRange> MemberDelta(std::span<const memfs::Store::ImageDelta> sto
   return UnionRanges(one, end);
 }
 
-std::vector<ByteRange> SegmentUnion(std::span<const std::vector<ByteRange>> member_ranges, uint64_t seg,
-                                    uint64_t align) {
-  std::vector<std::vector<ByteRange>> pieces(1);
+std::vector<ByteRange> StripeUnion(std::span<const std::vector<ByteRange>> member_ranges,
+                                   std::span<const uint32_t> segments, uint64_t seg, uint64_t align) {
   if (seg == 0 || align == 0) return {};
-  for (const auto& list : member_ranges) {
-    for (const ByteRange& r : list) {
-      for (uint64_t x = r.offset, end = r.offset + r.len; x < end;) {
-        const uint64_t in = x % seg;
-        const uint64_t n = std::min(end - x, seg - in);
-        const uint64_t lo = in / align * align;
-        const uint64_t hi = std::min(seg, (in + n + align - 1) / align * align);
-        pieces[0].push_back(ByteRange{lo, hi - lo});
-        x += n;
-      }
+  std::vector<std::vector<ByteRange>> pieces(1);
+  for (size_t i = 0; i < member_ranges.size() && i < segments.size(); ++i) {
+    const uint64_t lo_seg = uint64_t{segments[i]} * seg, hi_seg = lo_seg + seg;
+    const auto& list = member_ranges[i];
+    // The first range ending past the segment's start.
+    auto it = std::partition_point(list.begin(), list.end(),
+                                   [&](const ByteRange& r) { return r.offset + r.len <= lo_seg; });
+    for (; it != list.end() && it->offset < hi_seg; ++it) {
+      const uint64_t lo = std::max(it->offset, lo_seg) - lo_seg;
+      const uint64_t hi = std::min(it->offset + it->len, hi_seg) - lo_seg;
+      pieces[0].push_back(ByteRange{lo / align * align, std::min(seg, (hi + align - 1) / align * align) - lo / align * align});
     }
   }
   return UnionRanges(pieces, seg);
 }
 
-std::vector<ByteRange> InSegments(std::span<const ByteRange> u, std::span<const uint32_t> segments, uint64_t seg) {
+std::vector<ByteRange> InSegment(std::span<const ByteRange> u, uint32_t t, uint64_t seg) {
   std::vector<ByteRange> out;
-  out.reserve(u.size() * segments.size());
-  for (uint32_t t : segments) {
-    for (const ByteRange& r : u) out.push_back(ByteRange{uint64_t{t} * seg + r.offset, r.len});
-  }
+  out.reserve(u.size());
+  for (const ByteRange& r : u) out.push_back(ByteRange{uint64_t{t} * seg + r.offset, r.len});
   return out;
 }
 

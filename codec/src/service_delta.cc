@@ -119,6 +119,7 @@ DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::M
     for (uint64_t s : records[static_cast<size_t>(d.codec_rank)].sizes) size += s;
     plan.length = std::max(plan.length, size);
   }
+  plan.whole = plan.length;
   if (mode == DeltaMode::kOff) {
     plan.why = "DLCKPT_DELTA=off";
     return plan;
@@ -154,7 +155,7 @@ DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::M
     }
   }
   plan.ranges = UnionRanges(lists, plan.length);
-  uint64_t packed = RangeBytes(plan.ranges);
+  uint64_t packed = plan.packed = RangeBytes(plan.ranges);
   plan.fraction = plan.length == 0 ? 0 : static_cast<double>(packed) / static_cast<double>(plan.length);
   plan.use = mode == DeltaMode::kOn || plan.fraction <= threshold;
   if (!plan.use) plan.why = "changed fraction above the threshold";
@@ -168,6 +169,7 @@ DeltaPlan PlanSpreadDelta(const Group& g, uint64_t keep, const std::vector<proto
   std::vector<protocol::MemberRecord> members;
   for (const auto& d : g.data) members.push_back(records[static_cast<size_t>(d.codec_rank)]);
   plan.length = SpreadSegmentOf(members, n, k);
+  plan.whole = uint64_t{n} * plan.length;
   if (mode == DeltaMode::kOff) {
     plan.why = "DLCKPT_DELTA=off";
     return plan;
@@ -205,9 +207,19 @@ DeltaPlan PlanSpreadDelta(const Group& g, uint64_t keep, const std::vector<proto
     plan.why = "the spread segment length changed since epoch " + std::to_string(keep);
     return plan;
   }
-  plan.ranges = SegmentUnion(lists, plan.length, kSpreadDeltaAlign);
-  const uint64_t packed = RangeBytes(plan.ranges);
-  plan.fraction = plan.length == 0 ? 0 : static_cast<double>(packed) / static_cast<double>(plan.length);
+  uint64_t packed = 0;
+  for (uint32_t s = 0; s < n; ++s) {
+    std::vector<std::vector<memfs::Store::ByteRange>> chunks;
+    std::vector<uint32_t> segments;
+    for (uint32_t m : control::SpreadDataMembers(n, k, s)) {
+      chunks.push_back(lists[m]);
+      segments.push_back(control::SpreadSegmentOf(n, k, m, s));
+    }
+    plan.stripes.push_back(StripeUnion(chunks, segments, plan.length, kSpreadDeltaAlign));
+    packed += RangeBytes(plan.stripes.back());
+  }
+  plan.packed = packed;
+  plan.fraction = plan.whole == 0 ? 0 : static_cast<double>(packed) / static_cast<double>(plan.whole);
   plan.use = mode == DeltaMode::kOn || plan.fraction <= threshold;
   if (!plan.use) plan.why = "changed fraction above the threshold";
   return plan;
@@ -328,82 +340,81 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
 Status Service::RunSpreadDelta(const Group& g, protocol::ParityReport info, uint64_t keep, const std::string& label,
                                const internal::DeltaPlan& plan, std::span<const Extent> new_image) {
   const auto n = static_cast<uint32_t>(g.n()), k = static_cast<uint32_t>(g.k());
+  if (plan.stripes.size() != n) return Status::InvalidArgument(label + ": a spread delta plan of " + std::to_string(plan.stripes.size()) + " stripes");
   DLCKPT_ASSIGN_OR_RETURN(auto code, ErasureCode::Create(g.scheme(), static_cast<int>(n - k), static_cast<int>(k)));
   const uint64_t seg = plan.length;
-  const uint64_t u = RangeBytes(plan.ranges);
   const auto me = static_cast<uint32_t>(role_.index);
   info.index = me;
-  // The stripes in which this member holds data, in order, and its segment
-  // in each: its packed deltas, u bytes per stripe, one after the other.
-  std::vector<uint32_t> stripes, segments;
+  // This member's packed deltas: stripe by stripe where it holds data, its
+  // segment there over U_s (the segments ascend with the stripes).
+  std::vector<memfs::Store::ByteRange> mine;
+  std::vector<uint64_t> at(n, 0);
+  uint64_t total = 0;
   for (uint32_t s = 0; s < n; ++s) {
     if (!control::SpreadHoldsData(n, k, me, s)) continue;
-    stripes.push_back(s);
-    segments.push_back(control::SpreadSegmentOf(n, k, me, s));
+    at[s] = total;
+    auto r = InSegment(plan.stripes[s], control::SpreadSegmentOf(n, k, me, s), seg);
+    mine.insert(mine.end(), r.begin(), r.end());
+    total += RangeBytes(plan.stripes[s]);
   }
   if (!packer_) packer_ = std::make_unique<DeltaPacker>();
-  auto packed = packer_->Pack(delta_old_, new_image, InSegments(plan.ranges, segments, seg), delta_own_);
+  auto packed = packer_->Pack(delta_old_, new_image, mine, delta_own_);
   // The kept parity object: segment j is parity j of stripe (me - j) mod n,
-  // output j of that stripe's run. Not found, or of another length (it
-  // was there for the plan): Begin fails inside the run, which every rank
-  // must enter.
-  std::vector<std::span<const uint8_t>> kept(k);
+  // output j of that stripe's run, updated over that stripe's U. Not found,
+  // or of another length (it was there for the plan): Begin fails inside
+  // the run, which every rank must enter.
   protocol::ParityReport kinfo;
   auto old = parity_.Kept(static_cast<uint32_t>(g.id), me, keep, &kinfo);
-  if (old.ok() && old->len == uint64_t{k} * seg) {
-    for (uint32_t j = 0; j < k; ++j) kept[j] = std::span<const uint8_t>(old->data + uint64_t{j} * seg, seg);
-  }
+  const bool have = old.ok() && old->len == uint64_t{k} * seg;
   history_.valid = false;
   uint8_t* base = nullptr;
-  DeltaParitySink sink(std::make_shared<const PackedMap>(plan.ranges), seg, std::move(kept),
-                       [&](int output, uint64_t, bool* reused) -> Result<uint8_t*> {
-                         *reused = false;
-                         if (base == nullptr) {
-                           DLCKPT_ASSIGN_OR_RETURN(base, parity_.Prepare(info, uint64_t{k} * seg, keep));
-                         }
-                         return base + static_cast<uint64_t>(output) * seg;
-                       });
-  // The unchanged parity is copied before the runs (an error comes back
-  // from Begin inside them).
-  for (uint32_t j = 0; j < k; ++j) (void)sink.PrepareAhead(static_cast<int>(j));
-  if (k == 1 && code->encoder()->is_xor()) {
-    // One reduce-scatter of every stripe's packed delta, as EncodeSpread.
-    std::vector<Extent> input;
-    for (uint32_t s = 0, at = 0; s < n; ++s) {
-      if (s == me) {
-        input.push_back({nullptr, static_cast<size_t>(u)});
-      } else {
-        input.push_back({packed.data() + uint64_t{at++} * u, static_cast<size_t>(u)});
-      }
+  auto prepare = [&](int output, uint64_t, bool* reused) -> Result<uint8_t*> {
+    *reused = false;
+    if (base == nullptr) {
+      DLCKPT_ASSIGN_OR_RETURN(base, parity_.Prepare(info, uint64_t{k} * seg, keep));
     }
+    return base + static_cast<uint64_t>(output) * seg;
+  };
+  std::vector<std::unique_ptr<DeltaParitySink>> sinks;
+  std::vector<memfs::Store::ByteRange> changed;  // in the parity object
+  for (uint32_t j = 0; j < k; ++j) {
+    const uint32_t s = control::SpreadStripeOfParity(n, me, j);
+    std::vector<std::span<const uint8_t>> kept(k);
+    if (have) kept[j] = std::span<const uint8_t>(old->data + uint64_t{j} * seg, seg);
+    sinks.push_back(std::make_unique<DeltaParitySink>(std::make_shared<const PackedMap>(plan.stripes[s]), seg,
+                                                      std::move(kept), prepare));
+    // The unchanged parity is copied before the runs (an error comes back
+    // from Begin inside them).
+    (void)sinks.back()->PrepareAhead(static_cast<int>(j));
+    auto r = InSegment(plan.stripes[s], j, seg);
+    changed.insert(changed.end(), r.begin(), r.end());
+  }
+  double copy_seconds = 0;
+  uint64_t copied = 0;
+  for (const auto& sk : sinks) {
+    copy_seconds += sk->copy_seconds();
+    copied += sk->copied_bytes();
+  }
+  for (uint32_t s = 0; s < n; ++s) {
+    const uint64_t u = RangeBytes(plan.stripes[s]);
     ReduceSpec spec;
-    spec.label = label + " (spread delta)";
-    DLCKPT_ASSIGN_OR_RETURN(spec.combination, Combination::Create(1, static_cast<int>(n), std::vector<uint8_t>(n, 1)));
-    for (uint32_t m = 0; m < n; ++m) spec.source_ranks.push_back(static_cast<int>(m));
-    spec.scatter = true;
-    DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(spec, input, &sink));
+    spec.label = label + " (stripe " + std::to_string(s) + " delta)";
+    spec.combination = code->encoder();
+    for (uint32_t m : control::SpreadDataMembers(n, k, s)) spec.source_ranks.push_back(static_cast<int>(m));
+    for (uint32_t j = 0; j < k; ++j) spec.output_ranks.push_back(static_cast<int>(control::SpreadParityHolder(n, s, j)));
+    std::vector<Extent> input;
+    if (control::SpreadHoldsData(n, k, me, s)) input.push_back({packed.data() + at[s], static_cast<size_t>(u)});
+    // The sink of the output this member owns in the stripe, if any.
+    const uint32_t j = (me + n - s) % n;
+    DeltaParitySink* sink = sinks[j < k ? j : 0].get();
+    DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(spec, input, sink));
     (void)stats;
-  } else {
-    for (uint32_t s = 0; s < n; ++s) {
-      ReduceSpec spec;
-      spec.label = label + " (stripe " + std::to_string(s) + " delta)";
-      spec.combination = code->encoder();
-      for (uint32_t m : control::SpreadDataMembers(n, k, s)) spec.source_ranks.push_back(static_cast<int>(m));
-      for (uint32_t j = 0; j < k; ++j) spec.output_ranks.push_back(static_cast<int>(control::SpreadParityHolder(n, s, j)));
-      std::vector<Extent> input;
-      auto at = std::find(stripes.begin(), stripes.end(), s);
-      if (at != stripes.end()) input.push_back({packed.data() + static_cast<uint64_t>(at - stripes.begin()) * u, static_cast<size_t>(u)});
-      DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(spec, input, &sink));
-      (void)stats;
-    }
   }
   if (base == nullptr) return Status::Error(EPROTO, label + ": no spread parity delta reached member " + cfg_.node);
-  std::vector<uint32_t> all(k);
-  for (uint32_t j = 0; j < k; ++j) all[j] = j;
-  DLCKPT_RETURN_IF_ERROR(parity_.CompleteDelta(keep, InSegments(plan.ranges, all, seg)));
+  DLCKPT_RETURN_IF_ERROR(parity_.CompleteDelta(keep, changed));
   if (getenv("DLCKPT_CODEC_TRACE")) {
-    Log(label + ": spread delta of " + std::to_string(u) + " of " + std::to_string(seg) + " segment bytes; copied " +
-        std::to_string(sink.copied_bytes()) + " unchanged parity bytes in " + internal::Fixed(sink.copy_seconds()) + " s");
+    Log(label + ": spread delta, " + std::to_string(total) + " packed bytes of " + std::to_string((n - k) * seg) +
+        "; copied " + std::to_string(copied) + " unchanged parity bytes in " + internal::Fixed(copy_seconds) + " s");
   }
   return Status::OK();
 }

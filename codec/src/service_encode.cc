@@ -113,8 +113,8 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
     uint64_t packed = 0, length = 0;
     for (const internal::DeltaPlan& p : plans) {
       use += p.use ? 1 : 0;
-      packed += p.use ? RangeBytes(p.ranges) : p.length;
-      length += p.length;
+      packed += p.use ? p.packed : p.whole;
+      length += p.whole;
     }
     events::Emit(events::EncodeDelta(epoch, static_cast<uint32_t>(use), static_cast<uint32_t>(layout_.groups.size()), packed, length));
   }

@@ -96,10 +96,9 @@ double DeltaThreshold(Scheme scheme);
 // the encode's exchange).
 inline constexpr size_t kMaxDeltaRanges = size_t{1} << 18;
 
-// The alignment of a spread delta's ranges in segment coordinates: spread
-// segments are multiples of 4 KiB (control::SpreadSegmentBytes), and an XOR
-// spread delta's reduce-scatter cuts its n stripes of packed bytes at
-// multiples of 64 (ScatterSegment), so each stripe stays whole.
+// The alignment of a spread delta's ranges in segment coordinates (spread
+// segments are multiples of 4 KiB, control::SpreadSegmentBytes): whole pages
+// and parity blocks' multiples, so that packing reads whole pages.
 inline constexpr uint64_t kSpreadDeltaAlign = 4096;
 
 // What one node adds to an encode's exchange for an incremental encode.
@@ -126,14 +125,20 @@ struct DeltaPlan {
   std::vector<memfs::Store::ByteRange> ranges;   // U: the union of the members' changed ranges
   uint64_t length = 0;                           // the new parity length
   double fraction = 1;                           // packed bytes / length
+  // Spread layout: U_s of each stripe s, in segment coordinates (length is
+  // the segment length; ranges stays empty).
+  std::vector<std::vector<memfs::Store::ByteRange>> stripes;
+  uint64_t packed = 0;  // the bytes a delta packs (per source, all stripes)
+  uint64_t whole = 0;   // the same for a full encode
 };
 DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<control::protocol::MemberRecord>& records,
                     const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold);
 // The same for a group whose parity is spread over its members
 // (control/stripes.h): every member reports both its changes and the spread
 // parity of `keep` it holds, the segment length must not have changed, and
-// U (plan.ranges) is in segment coordinates, 4 KiB-aligned (SegmentUnion);
-// plan.length is the segment length.
+// each stripe has its own U_s (plan.stripes, StripeUnion, 4 KiB-aligned);
+// plan.length is the segment length, plan.fraction the packed bytes of all
+// stripes over n segments.
 DeltaPlan PlanSpreadDelta(const Group& g, uint64_t keep, const std::vector<control::protocol::MemberRecord>& records,
                           const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold);
 
@@ -216,9 +221,9 @@ class Service {
                   const control::protocol::ParityReport& info, uint64_t keep, const std::string& label,
                   std::span<const Extent> new_image);
   // The delta encode of a spread group along `plan` (PlanSpreadDelta;
-  // collective over the group): this member's packed deltas of its data
-  // segments go through the same runs as EncodeSpread, and its parity
-  // object is the kept one updated over U in each of its k segments.
+  // collective over the group): one run per stripe over its packed deltas
+  // (U_s), and each member's parity object is the kept one updated, segment
+  // j over U of the stripe whose parity j it holds.
   Status RunSpreadDelta(const Group& g, control::protocol::ParityReport info, uint64_t keep,
                         const std::string& label, const internal::DeltaPlan& plan, std::span<const Extent> new_image);
   void Log(const std::string& msg) const {

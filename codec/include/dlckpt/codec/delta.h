@@ -50,18 +50,16 @@ void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_im
 
 // Spread layout (dlckpt/control/stripes.h): member images cut into
 // segments of `seg` bytes, segment t holding image bytes [t·seg, (t+1)·seg).
-// SegmentUnion: the union, in segment coordinates [0, seg), of every
-// member's changed ranges taken segment by segment (a range crossing a
-// segment boundary counts in both), each widened to multiples of `align`
-// (which must divide seg). The delta of every stripe is then packed over
-// the same ranges, so every chunk of a stripe packs to the same length.
-std::vector<ByteRange> SegmentUnion(std::span<const std::vector<ByteRange>> member_ranges, uint64_t seg,
-                                    uint64_t align);
-// The image ranges of `u` (segment coordinates) in each of `segments`
-// (ascending segment indices) of one member image: u shifted by t·seg for
-// each t, in order; packing over them gives the segments' packed deltas one
-// after the other, RangeBytes(u) bytes each.
-std::vector<ByteRange> InSegments(std::span<const ByteRange> u, std::span<const uint32_t> segments, uint64_t seg);
+// StripeUnion: the changed ranges of one stripe in segment coordinates
+// [0, seg): the union over its data chunks i of member_ranges[i] (the
+// chunk's member's changed image ranges, sorted) inside segment
+// segments[i], each piece widened to multiples of `align` (which must
+// divide seg). Every chunk of the stripe packs over the same ranges, so the
+// packed chunks have equal lengths.
+std::vector<ByteRange> StripeUnion(std::span<const std::vector<ByteRange>> member_ranges,
+                                   std::span<const uint32_t> segments, uint64_t seg, uint64_t align);
+// `u` (segment coordinates) shifted into segment t of an image.
+std::vector<ByteRange> InSegment(std::span<const ByteRange> u, uint32_t t, uint64_t seg);
 
 // Maps offsets of a packed stream over `ranges` back to image offsets.
 class PackedMap {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <map>
 
 namespace dlckpt::run {
@@ -164,6 +165,15 @@ Result<Launch> SrunLaunch(const Options& o, const JobSpec& job, const std::strin
     l.files.emplace_back(host_file, hosts);
     l.env.push_back("SLURM_HOSTFILE=" + host_file);
     l.argv.push_back("--distribution=arbitrary");
+    // A host running more ranks than --ranks-per-node (a lost node's ranks
+    // relaunched on a survivor when no spare is left) exceeds the CPUs the
+    // allocation gives the step there: Slurm refuses the step ("More
+    // processors requested than permitted") unless it may overcommit. Only
+    // then: an overcommitted step may share CPUs between all its tasks.
+    std::map<std::string, int> per_host;
+    int most = 0;
+    for (const auto& h : RankNodes(job)) most = std::max(most, ++per_host[h]);
+    if (most > o.ranks_per_node) l.argv.push_back("--overcommit");
   }
   l.argv.insert(l.argv.end(), o.srun_args.begin(), o.srun_args.end());
   l.argv.insert(l.argv.end(), {"--multi-prog", prog_file});

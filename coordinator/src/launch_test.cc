@@ -156,10 +156,17 @@ TEST(LaunchTest, SrunVirtualNodesUseMultiProgOnThisHost) {
 TEST(LaunchTest, SrunHostsArePlacedRankByRank) {
   Options o;
   o.job = "j1";
+  o.ranks_per_node = 2;
   auto l = SrunLaunch(o, App(false), "/r", "vm");
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_TRUE(Has(l->argv, "--distribution=arbitrary"));
   EXPECT_FALSE(Has(l->argv, "--overcommit"));
+  // One rank per node, and a host now runs two (a relaunch on a survivor):
+  // the step must be allowed to overcommit the allocation's CPUs.
+  o.ranks_per_node = 1;
+  auto over = SrunLaunch(o, App(false), "/r", "vm");
+  ASSERT_TRUE(over.ok()) << over.status().ToString();
+  EXPECT_TRUE(Has(over->argv, "--overcommit"));
   EXPECT_FALSE(Has(l->argv, "--nodelist=vm"));
   ASSERT_EQ(l->files.size(), 2u);
   EXPECT_EQ(l->files[0], (std::pair<std::string, std::string>{"/r/app.hosts", "n0\nn0\nn1\nn1\nn2\n"}));

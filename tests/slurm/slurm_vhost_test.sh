@@ -10,16 +10,25 @@
 # the newest one whose encode completed before the recovery began, as the
 # job's events (dlckpt-run -v) record, and at least 3.
 #
-# usage: slurm_vhost_test.sh BIN_DIR
+# Scenario "spread" (issue 32): no spare host, parity spread over the five
+# members (--spares 0 --parity spread); s-1's rank is relaunched through srun
+# on a surviving host, oversubscribed, with the same checksum.
+#
+# usage: slurm_vhost_test.sh BIN_DIR [spares|spread]
 set -uo pipefail
-bin=$1
+bin=$1 scenario=${2:-spares}
+case "$scenario" in
+  spares) layout=(--nodes 4 --spares 1); ranks=4 ;;
+  spread) layout=(--nodes 5 --spares 0 --parity spread); ranks=5 ;;
+  *) echo "unknown scenario $scenario" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 VH=$here/../vhost/dlckpt-vhost
 "$here/slurm_cluster.sh" check || exit $?
 if ! msg=$("$VH" check 2>&1); then echo "SKIP: $msg"; exit 77; fi
 "$VH" gc
 P=sv$(( $$ % 1000 ))
-job="slurmvh$$"
+job="slurmvh${scenario:0:2}$$"
 # Shared with the hosts (their /tmp is private), like an NFS home.
 cluster=$(mktemp -d /var/tmp/dlckpt-slurmvh.XXXXXX)
 out=$cluster/run.log
@@ -41,7 +50,7 @@ trap 'echo "killed by a signal"; exit 143' TERM INT HUP
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 app=("$bin/sppm-mini-dlckpt" --iters 12 --sleep-ms 80 --ckpt-every 1)
-ref=$(DLCKPT_JOB="${job}ref" UCX_TLS=self,sm timeout -k 5 120 mpiexec -launcher fork -n 4 "${app[@]}" \
+ref=$(DLCKPT_JOB="${job}ref" UCX_TLS=self,sm timeout -k 5 120 mpiexec -launcher fork -n "$ranks" "${app[@]}" \
       2>/dev/null | sed -n 's/^checksum: //p')
 rm -f /dev/shm/dlckpt."${job}ref".*
 [ -n "$ref" ] || fail "the failure-free run printed no checksum"
@@ -66,7 +75,7 @@ fix=${DLCKPT_VHOST_UCX_FIX:-$bin/../lib/libdlckpt_vhost_ucxfix.so}
 t=$SECONDS
 timeout -k 5 240 salloc --quiet -N 5 --no-kill \
   "$bin/dlckpt-run" --job "$job" --run-dir "$cluster/run" --timeout 180 --launcher srun --hosts slurm \
-  --nodes 4 --spares 1 --heartbeat-address "$head" --kill-command "$VH {how} {node}" \
+  "${layout[@]}" --heartbeat-address "$head" --kill-command "$VH {how} {node}" \
   --srun-args "--export=ALL,LD_PRELOAD=$fix" --kill-node "$P-1" --at checkpoint:3 -v -- "${app[@]}" \
   >"$out" 2>&1 </dev/null
 rc=$?
@@ -77,10 +86,15 @@ got=$(sed -n 's/^checksum: //p' "$out")
 grep -q "hosts of the Slurm allocation: $P-0,$P-1,$P-2,$P-3,$P-4" "$out" || fail "not the allocation's hosts"
 protected=$(sed -n '/event: codec recover-begin/q; s/^dlckpt-run: event: codec encode-end \([0-9]*\) 0$/\1/p' "$out" | tail -1)
 [ -n "$protected" ] && [ "$protected" -ge 3 ] || fail "no encode of checkpoint 3 or later completed before the recovery"
-grep -q "recovery 1: restore epoch $protected; lost node(s) $P-1; rebuild group 0 member $P-1 on $P-4" "$out" ||
-  fail "no rebuild of $P-1 on $P-4 restoring epoch $protected, the newest protected at the crash"
+if [ "$scenario" = spares ]; then
+  grep -q "recovery 1: restore epoch $protected; lost node(s) $P-1; rebuild group 0 member $P-1 on $P-4" "$out" ||
+    fail "no rebuild of $P-1 on $P-4 restoring epoch $protected, the newest protected at the crash"
+else
+  grep -Eq "recovery 1: restore epoch $protected; lost node\(s\) $P-1; rebuild group 0 member $P-1 on $P-[0234]; no spare node left: $P-[0234] now runs ranks [0-9,]+ \(oversubscribed\)" "$out" ||
+    fail "no rebuild of $P-1 on a survivor (oversubscribed) restoring epoch $protected, the newest protected at the crash"
+fi
 grep -q "restarted from iteration" "$out" || fail "the application did not restart from a checkpoint"
 [ -n "${DLCKPT_TEST_VERBOSE:-}" ] && grep -v "event:" "$out"
 echo "restored epoch $protected, the newest protected when $P-1 crashed"
 grep -E "^dlckpt-run: (killing|recovery|  )|^METRIC" "$out"
-echo "slurm_vhost_test: ok"
+echo "slurm_vhost_test $scenario: ok"

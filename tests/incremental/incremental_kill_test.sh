@@ -34,6 +34,8 @@ case "$scenario" in
               restored=4 ;;
   spread-rs)  layout=(--nodes 5 --spares 0 --spares-per-group 2 --parity spread --scheme rs)
               inject=(--kill-node vn0,vn2 --at phase:encode:5); restored=4 ;;
+  spread-async) layout=(--nodes 4 --spares 0 --parity spread --scheme xor --encode async)
+              inject=(--kill-node vn2 --at phase:encode:5); restored=4 ;;
   # Killed between checkpoints 3 and 4; the encodes after the recovery are
   # full first (new placement), then deltas again.
   between)    layout=(--nodes 3 --spares 2 --spares-per-group 1 --scheme xor); inject=(--kill-node vn1 --at checkpoint:3+0.02) ;;

@@ -18,7 +18,8 @@
 #   LIBDIR/cmake/dlckpt/    dlckptConfig.cmake, dlckptConfigVersion.cmake,
 #                           dlckptTargets*.cmake
 #   LIBDIR/pkgconfig/       dlckpt.pc (API + static wrappers), dlckpt-scr.pc,
-#                           scr.pc (the same under SCR's name, -lscr)
+#                           scr.pc (the same under SCR's name, -lscr),
+#                           dlckpt-veloc.pc
 #   include/dlckpt/...      public headers (dlckpt/dlckpt.h, the modules'
 #                           dlckpt/<module>/*.h), include/scr.h, include/scrf.h
 #                           (SCR's Fortran include file), include/veloc.h
@@ -239,8 +240,9 @@ string(REGEX REPLACE "/$" "" DLCKPT_PC_TO_PREFIX "${DLCKPT_PC_TO_PREFIX}")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/dlckpt.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt.pc @ONLY)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/dlckpt-scr.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt-scr.pc @ONLY)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/scr.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/scr.pc @ONLY)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/dlckpt-veloc.pc.in ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt-veloc.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt.pc ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt-scr.pc
-              ${PROJECT_BINARY_DIR}/pkgconfig/scr.pc
+              ${PROJECT_BINARY_DIR}/pkgconfig/scr.pc ${PROJECT_BINARY_DIR}/pkgconfig/dlckpt-veloc.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # SCR's library names, so that an SCR makefile's -lscr -lscrf links

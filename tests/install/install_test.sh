@@ -17,7 +17,7 @@ for f in bin/dlckpt-run bin/dlckpt-codec bin/dlckpt-store bin/dlckpt-plan bin/dl
          bin/dlckpt-cxx bin/dlckpt-ior \
          bin/sppm-mini-dlckpt share/dlckpt/demo.sh share/dlckpt/dlckpt.flags \
          "$libdir"/cmake/dlckpt/dlckptConfigVersion.cmake "$libdir"/cmake/dlckpt/dlckptTargets.cmake \
-         "$libdir"/pkgconfig/dlckpt.pc "$libdir"/pkgconfig/dlckpt-scr.pc \
+         "$libdir"/pkgconfig/dlckpt.pc "$libdir"/pkgconfig/dlckpt-scr.pc "$libdir"/pkgconfig/dlckpt-veloc.pc \
          "$libdir"/libdlckpt_api.a "$libdir"/libdlckpt_intercept.a "$libdir"/libdlckpt_api.so \
          "$libdir"/libdlckpt_preload.so "$libdir"/libdlckpt_scr.so \
          include/dlckpt/dlckpt.h include/dlckpt/base/version.h include/dlckpt/intercept/intercept.h \
@@ -46,7 +46,7 @@ done
 bad=$(nm -D --defined-only "$libdir"/libdlckpt_scr.so | awk '{print $3}' | grep -v -E '^(SCR_|scr_.*_$)' || true)
 [ -z "$bad" ] || fail "libdlckpt_scr.so exports more than SCR's names: $bad"
 # pkg-config and the version file.
-PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" pkg-config --exists 'dlckpt >= 0.1' dlckpt-scr \
+PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" pkg-config --exists 'dlckpt >= 0.1' dlckpt-scr dlckpt-veloc \
   || fail "pkg-config does not find dlckpt"
 # The Fortran module of the API, and the man pages (rendered by help2man when
 # the build found it).

@@ -2,7 +2,7 @@
 # makefile_project_test.sh PREFIX WORK_DIR [static|dynamic]
 # static (default): builds tests/install/Makefile.example with make + mpicc
 # against PREFIX (pkg-config, dlckpt-cc, the flags file; the SCR app with
-# dlckpt-scr.pc), then runs the pkg-config builds under PREFIX/bin/dlckpt-run
+# dlckpt-scr.pc, the VeloC app with dlckpt-veloc.pc), then runs the pkg-config builds under PREFIX/bin/dlckpt-run
 # with a node kill: each must end with the failure-free checksum.
 # dynamic: the -ldlckpt_api -ldlckpt_preload build, run with --preload.
 set -uo pipefail
@@ -25,5 +25,7 @@ else
   readelf -d "$work/scr_app_pc" | grep 'NEEDED.*libdlckpt_scr' >/dev/null || fail "scr_app_pc does not link libdlckpt_scr"
   "$here/run_app.sh" "$prefix/bin" "$work/ckpt_app_pc" xor -- --iters 10 --sleep-ms 50 || exit 1
   "$here/run_app.sh" "$prefix/bin" "$work/scr_app_pc" xor -- --iters 10 --sleep-ms 50 || exit 1
+  readelf -d "$work/veloc_app_pc" | grep 'NEEDED.*libdlckpt_veloc' >/dev/null || fail "veloc_app_pc does not link libdlckpt_veloc"
+  "$here/run_app.sh" "$prefix/bin" "$work/veloc_app_pc" xor -- "$here/../veloc/veloc.cfg" --iters 10 --sleep-ms 50 || exit 1
 fi
 echo "makefile_project_test ($recipe): ok"

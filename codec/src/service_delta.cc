@@ -178,6 +178,10 @@ DeltaPlan PlanSpreadDelta(const Group& g, uint64_t keep, const std::vector<proto
     plan.why = "no acknowledged epoch to update";
     return plan;
   }
+  if (plan.length == 0) {
+    plan.why = "empty member images";
+    return plan;
+  }
   std::vector<std::vector<memfs::Store::ByteRange>> lists;
   for (const auto& d : g.data) {
     const DeltaInfo& inf = infos[static_cast<size_t>(d.codec_rank)];

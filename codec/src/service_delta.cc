@@ -401,6 +401,9 @@ Status Service::RunSpreadDelta(const Group& g, protocol::ParityReport info, uint
   }
   for (uint32_t s = 0; s < n; ++s) {
     const uint64_t u = RangeBytes(plan.stripes[s]);
+    // Nothing changed in this stripe: its parity was copied above. Every
+    // member skips the same runs (the plan is the same everywhere).
+    if (u == 0) continue;
     ReduceSpec spec;
     spec.label = label + " (stripe " + std::to_string(s) + " delta)";
     spec.combination = code->encoder();

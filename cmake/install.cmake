@@ -27,7 +27,7 @@
 #                           demo.sh
 #   share/man/man1/         a man page per tool and compiler wrapper (help2man)
 #   lib/python3/dist-packages/dlckpt/  the Python package (DLCKPT_INSTALL_PYTHONDIR)
-#   share/dlckpt/python/    its example, heat.py
+#   share/dlckpt/python/    its examples, heat.py and heat_regions.py
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -304,7 +304,8 @@ configure_file(${PROJECT_SOURCE_DIR}/python/dlckpt/_build.py.in
                ${PROJECT_BINARY_DIR}/python-install/_build.py @ONLY)
 install(FILES ${PROJECT_SOURCE_DIR}/python/dlckpt/__init__.py ${PROJECT_BINARY_DIR}/python-install/_build.py
         DESTINATION ${DLCKPT_INSTALL_PYTHONDIR}/dlckpt)
-install(FILES ${PROJECT_SOURCE_DIR}/python/examples/heat.py DESTINATION ${CMAKE_INSTALL_DATADIR}/dlckpt/python)
+install(FILES ${PROJECT_SOURCE_DIR}/python/examples/heat.py
+              ${PROJECT_SOURCE_DIR}/python/examples/heat_regions.py DESTINATION ${CMAKE_INSTALL_DATADIR}/dlckpt/python)
 
 # --- The CMake package.
 string(REPLACE ";" " " DLCKPT_WRAP_LIST "${DLCKPT_INTERCEPT_WRAP_FLAGS}")

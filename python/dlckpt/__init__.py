@@ -16,6 +16,13 @@ Python's own file I/O under /dlckpt into the rank's in-memory store:
     ...
     dlckpt.finalize()
 
+Or protect arrays in memory (dlckpt_protect): every checkpoint() stores them,
+and recover() copies them back in place after a restart:
+
+    dlckpt.protect(0, u)                 # a writable C-contiguous buffer
+    if dlckpt.restarted_epoch() > 0:
+        dlckpt.recover()
+
 One MPI per process: the C library is bound to the MPI it was built with
 (dlckpt.MPI_FLAVOR). Without mpi4py, init() initialises that MPI itself
 (through ctypes) and finalize() finalises it. With mpi4py, init(comm) passes
@@ -43,6 +50,7 @@ __all__ = [
     "init", "checkpoint", "checkpoint_wait", "restarted_epoch", "protected_epoch",
     "finalize", "rank", "size", "allreduce_sum", "path", "save", "load",
     "save_arrays", "load_arrays", "library_path", "DlckptError", "MPI_FLAVOR",
+    "protect", "unprotect", "recover", "recover_region", "region_size",
 ]
 
 _MPI_NAMES = {"mpich": "MPICH", "openmpi": "Open MPI"}
@@ -69,6 +77,7 @@ class _State:
     uncaught = False      # an exception reached sys.excepthook
     rank = None
     size = None
+    regions = {}          # id -> the ctypes view holding the buffer protected as that region
 
 
 _s = _State()
@@ -147,6 +156,14 @@ def _load():
         getattr(lib, name).restype = ctypes.c_longlong
         getattr(lib, name).argtypes = []
     lib.dlckpt_last_error.restype = ctypes.c_char_p
+    for name in ("dlckpt_protect", "dlckpt_unprotect", "dlckpt_recover", "dlckpt_recover_region"):
+        getattr(lib, name).restype = ctypes.c_int
+    lib.dlckpt_protect.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+    lib.dlckpt_unprotect.argtypes = [ctypes.c_int]
+    lib.dlckpt_recover.argtypes = []
+    lib.dlckpt_recover_region.argtypes = [ctypes.c_int]
+    lib.dlckpt_region_size.restype = ctypes.c_longlong
+    lib.dlckpt_region_size.argtypes = [ctypes.c_int]
     _s.lib, _s.lib_path = lib, where
     return lib
 
@@ -377,6 +394,68 @@ def allreduce_sum(x):
     if rc != 0:
         raise RuntimeError("dlckpt: MPI_Allreduce failed (error %d)" % rc)
     return recv.value
+
+
+# --- Protected memory (dlckpt_protect) ------------------------------------
+
+def _region_id(fn, id):
+    if isinstance(id, bool) or not isinstance(id, int) or id < 0 or id > 0x7FFFFFFF:
+        raise ValueError("dlckpt.%s: the region id must be an int from 0 to 2**31-1, got %r" % (fn, id))
+    return id
+
+
+def protect(id, buf):
+    """Protects `buf` as memory region `id` (an int >= 0): every checkpoint()
+    from now on stores its bytes in this rank's store (as the store file
+    /.dlckpt-mem/<id>, protected like any other file), and recover() copies
+    them back in place. `buf` is any writable C-contiguous buffer: a numpy
+    array, a bytearray, an array.array. It must keep its address and size
+    while protected: the package holds a reference and a buffer export, so a
+    bytearray or numpy array cannot be resized meanwhile (BufferError).
+    Protecting `id` again replaces the region (another buffer or size).
+    Local (no MPI); may be called before init(). ValueError for a bad id or
+    a read-only or non-contiguous buffer."""
+    _region_id("protect", id)
+    try:
+        view = memoryview(buf)
+    except TypeError as e:
+        raise ValueError("dlckpt.protect: region %d: %r has no buffer (a numpy array or bytearray)" % (id, type(buf).__name__)) from e
+    if view.readonly:
+        raise ValueError("dlckpt.protect: region %d: the buffer is read-only" % id)
+    if not view.c_contiguous:
+        raise ValueError("dlckpt.protect: region %d: the buffer is not C-contiguous (numpy.ascontiguousarray copies it)" % id)
+    n = view.nbytes
+    holder = (ctypes.c_char * n).from_buffer(view.cast("B")) if n > 0 else None
+    _call("dlckpt_protect", id, ctypes.addressof(holder) if holder is not None else None, n)
+    _s.regions[id] = holder
+
+
+def unprotect(id):
+    """Stops protecting region `id`: the next checkpoint no longer holds it,
+    and the buffer is released. DlckptError (ENOENT) if it is not protected."""
+    _call("dlckpt_unprotect", _region_id("unprotect", id))
+    _s.regions.pop(id, None)
+
+
+def recover():
+    """After init(), typically when restarted_epoch() > 0: copies every
+    protected region back from the checkpoint (after a relaunch, the
+    restarted one). Every region is checked first (in the checkpoint, same
+    size): on DlckptError (ENOENT, EINVAL naming the region and both sizes)
+    no byte is written."""
+    _call("dlckpt_recover")
+
+
+def recover_region(id):
+    """recover() for region `id` alone."""
+    _call("dlckpt_recover_region", _region_id("recover_region", id))
+
+
+def region_size(id):
+    """The size in bytes of region `id` in the checkpoint recover() reads, or
+    None if it holds none (protect a buffer of that size before recover())."""
+    size = int(_load().dlckpt_region_size(_region_id("region_size", id)))
+    return None if size < 0 else size
 
 
 # --- numpy arrays under /dlckpt -------------------------------------------

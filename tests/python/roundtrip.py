@@ -1,9 +1,11 @@
 """roundtrip.py: the dlckpt package under dlckpt-run --preload (any number
 of ranks). Arrays saved with save/save_arrays are read back after each of
 two checkpoints, epochs and the reduction are checked, bad names and missing
-files raise. Uses mpi4py's COMM_WORLD when mpi4py.MPI is already imported
+files raise; numpy arrays and a bytearray protected as memory regions come
+back through recover(), and misuse raises. Uses mpi4py's COMM_WORLD when mpi4py.MPI is already imported
 (tests/python/with_mpi4py.py), else the package's own MPI init.
 Prints "rank R: roundtrip ok" per rank."""
+import errno
 import sys
 
 import numpy as np
@@ -49,5 +51,49 @@ for bad in ("../x", "a/b", "", ".hidden"):
         check("save(%r) raises" % bad, False)
     except ValueError:
         pass
+# Protected memory: regions stored by checkpoint(), copied back in place.
+u = np.arange(5000, dtype=np.float64) * (r + 1)
+raw = bytearray(b"rank %d region" % r)
+dlckpt.protect(0, u)
+dlckpt.protect(1, raw)
+dlckpt.checkpoint()
+check("region_size", dlckpt.region_size(0) == u.nbytes and dlckpt.region_size(1) == len(raw)
+      and dlckpt.region_size(7) is None)
+u[:] = -1
+raw[0:4] = b"XXXX"
+dlckpt.recover()
+check("recover", np.array_equal(u, np.arange(5000, dtype=np.float64) * (r + 1)) and raw.startswith(b"rank "))
+u[:] = 0
+dlckpt.recover_region(0)
+check("recover_region", u[1] == r + 1)
+try:
+    raw.append(1)
+    check("a protected bytearray cannot be resized", False)
+except BufferError:
+    pass
+for bad_id, bad_buf in ((0, np.arange(10)[::2]), (0, b"read-only"), (-1, u), (0, 3.5)):
+    try:
+        dlckpt.protect(bad_id, bad_buf)
+        check("protect(%r, %r) raises" % (bad_id, type(bad_buf).__name__), False)
+    except ValueError:
+        pass
+dlckpt.unprotect(1)
+raw.append(1)  # released
+try:
+    dlckpt.unprotect(1)
+    check("unprotect of an unprotected region raises", False)
+except dlckpt.DlckptError as e:
+    check("unprotect twice: ENOENT", e.errno == errno.ENOENT)
+# Another size than the checkpoint's: recover refuses and writes nothing.
+small = np.zeros(10)
+dlckpt.protect(0, small)
+try:
+    dlckpt.recover()
+    check("recover of a region of another size raises", False)
+except dlckpt.DlckptError as e:
+    check("recover of another size: EINVAL, nothing written", e.errno == errno.EINVAL and not small.any())
+dlckpt.checkpoint()
+check("the next checkpoint holds the regions as protected now",
+      dlckpt.region_size(0) == small.nbytes and dlckpt.region_size(1) is None)
 print("rank %d: roundtrip ok" % r, flush=True)
 dlckpt.finalize()

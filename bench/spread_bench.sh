@@ -17,13 +17,8 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then sed -n '2,15p' "$0" | sed 's/^# 
 [[ ${1:-} == -* ]] && { echo "spread_bench.sh: unknown option $1 (see --help)" >&2; exit 2; }
 bin=${1:-build/bin} nodes=${NODES:-8} mib=${MIB:-64} iters=${ITERS:-5} reps=${REPS:-1}
 job=spb$$ out=$(mktemp -d /tmp/dlckpt-spread.XXXXXX)
-cleanup() {
-  pkill -KILL -f "dlckpt-run --job $job" 2>/dev/null
-  rm -rf "$out" /tmp/dlckpt-run."$job"*
-  rm -f /dev/shm/dlckpt."$job"* 2>/dev/null
-}
-trap cleanup EXIT INT TERM
-median() { sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}'; }
+. "$(dirname "$0")/bench_lib.sh"
+bench_cleanup_on_exit "$job" "$out"
 echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $nodes data nodes x $mib MiB, $iters iterations, $reps rep(s)"
 printf "%-7s %-4s %3s %9s %12s %9s %s\n" layout code rep encode_s parity_MiB/node rebuild_s status  # per node holding parity
 for rep in $(seq 1 "$reps"); do

@@ -21,13 +21,8 @@ bin=${1:-build/bin} tbin=${2:-build/tests} nodes=${NODES:-8} mib=${MIB:-64} iter
 fractions=${FRACTIONS:-0.01 0.1 0.5}
 [ -x "$tbin/partial_ckpt_app" ] || { echo "spread_delta_bench.sh: no $tbin/partial_ckpt_app (build the tests)" >&2; exit 2; }
 job=sdb$$ out=$(mktemp -d /tmp/dlckpt-spread-delta.XXXXXX)
-cleanup() {
-  pkill -KILL -f "dlckpt-run --job $job" 2>/dev/null
-  rm -rf "$out" /tmp/dlckpt-run."$job"*
-  rm -f /dev/shm/dlckpt."$job"* 2>/dev/null
-}
-trap cleanup EXIT INT TERM
-median() { sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}'; }
+. "$(dirname "$0")/bench_lib.sh"
+bench_cleanup_on_exit "$job" "$out"
 echo "# $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $nodes nodes x $mib MiB, spread parity, $iters iterations, $reps rep(s)"
 printf "%-4s %6s %-5s %3s %9s %10s %s\n" code change delta rep encode_s packed rc
 for rep in $(seq 1 "$reps"); do

@@ -64,6 +64,16 @@ std::vector<Extent> SliceExtents(std::span<const Extent> extents, uint64_t offse
   return out;
 }
 
+ReduceSpec SpreadStripeSpec(std::shared_ptr<const Combination> encoder, uint32_t n, uint32_t k, uint32_t s,
+                            std::string label) {
+  ReduceSpec spec;
+  spec.label = std::move(label);
+  spec.combination = std::move(encoder);
+  for (uint32_t m : control::SpreadDataMembers(n, k, s)) spec.source_ranks.push_back(static_cast<int>(m));
+  for (uint32_t j = 0; j < k; ++j) spec.output_ranks.push_back(static_cast<int>(control::SpreadParityHolder(n, s, j)));
+  return spec;
+}
+
 uint64_t SpreadSegmentOf(const std::vector<protocol::MemberRecord>& members, uint32_t n, uint32_t k) {
   uint64_t longest = 0;
   for (const auto& m : members) {

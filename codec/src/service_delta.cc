@@ -111,6 +111,60 @@ Status GetDeltaInfo(protocol::Reader& r, DeltaInfo* d) {
   return Status::OK();
 }
 
+namespace {
+
+// The changed ranges of every data node of `g` since `keep`, in member
+// order. False, with plan->why, when the mode, `keep` or a node that has no
+// delta rules a delta out.
+bool MemberChanges(const Group& g, uint64_t keep, const std::vector<protocol::MemberRecord>& records,
+                   const std::vector<DeltaInfo>& infos, DeltaMode mode, DeltaPlan* plan,
+                   std::vector<std::vector<memfs::Store::ByteRange>>* lists) {
+  if (mode == DeltaMode::kOff) {
+    plan->why = "DLCKPT_DELTA=off";
+    return false;
+  }
+  if (keep == 0) {
+    plan->why = "no acknowledged epoch to update";
+    return false;
+  }
+  for (const auto& d : g.data) {
+    const DeltaInfo& inf = infos[static_cast<size_t>(d.codec_rank)];
+    if (!inf.have_delta) {
+      plan->why = "node " + records[static_cast<size_t>(d.codec_rank)].node + " has no delta since epoch " +
+                  std::to_string(keep);
+      return false;
+    }
+    lists->push_back(inf.ranges);
+  }
+  return true;
+}
+
+// Whether `holder` (a spare's or a spread member's DeltaInfo) holds the
+// complete parity of the kept epoch for exactly g's scheme, members, ranks
+// and the members' sizes then.
+bool HoldsKept(const Group& g, const DeltaInfo& holder, const std::vector<protocol::MemberRecord>& records,
+               const std::vector<DeltaInfo>& infos) {
+  bool same = holder.have_kept && holder.scheme == SchemeByte(g.scheme()) &&
+              holder.k == static_cast<uint32_t>(g.k()) && holder.kept_members.size() == g.data.size();
+  for (size_t i = 0; same && i < g.data.size(); ++i) {
+    const auto& km = holder.kept_members[i];
+    const auto& now = records[static_cast<size_t>(g.data[i].codec_rank)];
+    const auto& old = infos[static_cast<size_t>(g.data[i].codec_rank)].old_sizes;
+    same = km.node == now.node && km.ranks == now.ranks && km.sizes == old;
+  }
+  return same;
+}
+
+// The choice, once the delta is possible: `packed` of plan->whole bytes.
+void Choose(DeltaPlan* plan, uint64_t packed, DeltaMode mode, double threshold) {
+  plan->packed = packed;
+  plan->fraction = plan->whole == 0 ? 0 : static_cast<double>(packed) / static_cast<double>(plan->whole);
+  plan->use = mode == DeltaMode::kOn || plan->fraction <= threshold;
+  if (!plan->use) plan->why = "changed fraction above the threshold";
+}
+
+}  // namespace
+
 DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::MemberRecord>& records,
                     const std::vector<DeltaInfo>& infos, DeltaMode mode, double threshold) {
   DeltaPlan plan;
@@ -120,45 +174,16 @@ DeltaPlan PlanDelta(const Group& g, uint64_t keep, const std::vector<protocol::M
     plan.length = std::max(plan.length, size);
   }
   plan.whole = plan.length;
-  if (mode == DeltaMode::kOff) {
-    plan.why = "DLCKPT_DELTA=off";
-    return plan;
-  }
-  if (keep == 0) {
-    plan.why = "no acknowledged epoch to update";
-    return plan;
-  }
   std::vector<std::vector<memfs::Store::ByteRange>> lists;
-  for (const auto& d : g.data) {
-    const DeltaInfo& inf = infos[static_cast<size_t>(d.codec_rank)];
-    const protocol::MemberRecord& rec = records[static_cast<size_t>(d.codec_rank)];
-    if (!inf.have_delta) {
-      plan.why = "node " + rec.node + " has no delta since epoch " + std::to_string(keep);
-      return plan;
-    }
-    lists.push_back(inf.ranges);
-  }
+  if (!MemberChanges(g, keep, records, infos, mode, &plan, &lists)) return plan;
   for (const auto& s : g.spares) {
-    const DeltaInfo& inf = infos[static_cast<size_t>(s.codec_rank)];
-    bool same = inf.have_kept && inf.scheme == SchemeByte(g.scheme()) &&
-                inf.k == static_cast<uint32_t>(g.k()) && inf.kept_members.size() == g.data.size();
-    for (size_t i = 0; same && i < g.data.size(); ++i) {
-      const auto& km = inf.kept_members[i];
-      const auto& rec = records[static_cast<size_t>(g.data[i].codec_rank)];
-      const auto& old = infos[static_cast<size_t>(g.data[i].codec_rank)].old_sizes;
-      same = km.node == rec.node && km.ranks == rec.ranks && km.sizes == old;
-    }
-    if (!same) {
-      plan.why = "spare " + s.node + " holds no parity of epoch " + std::to_string(keep) +
-                 " for these members";
+    if (!HoldsKept(g, infos[static_cast<size_t>(s.codec_rank)], records, infos)) {
+      plan.why = "spare " + s.node + " holds no parity of epoch " + std::to_string(keep) + " for these members";
       return plan;
     }
   }
   plan.ranges = UnionRanges(lists, plan.length);
-  uint64_t packed = plan.packed = RangeBytes(plan.ranges);
-  plan.fraction = plan.length == 0 ? 0 : static_cast<double>(packed) / static_cast<double>(plan.length);
-  plan.use = mode == DeltaMode::kOn || plan.fraction <= threshold;
-  if (!plan.use) plan.why = "changed fraction above the threshold";
+  Choose(&plan, RangeBytes(plan.ranges), mode, threshold);
   return plan;
 }
 
@@ -170,44 +195,21 @@ DeltaPlan PlanSpreadDelta(const Group& g, uint64_t keep, const std::vector<proto
   for (const auto& d : g.data) members.push_back(records[static_cast<size_t>(d.codec_rank)]);
   plan.length = SpreadSegmentOf(members, n, k);
   plan.whole = uint64_t{n} * plan.length;
-  if (mode == DeltaMode::kOff) {
-    plan.why = "DLCKPT_DELTA=off";
-    return plan;
-  }
-  if (keep == 0) {
-    plan.why = "no acknowledged epoch to update";
-    return plan;
-  }
+  std::vector<std::vector<memfs::Store::ByteRange>> lists;
+  if (!MemberChanges(g, keep, records, infos, mode, &plan, &lists)) return plan;
   if (plan.length == 0) {
     plan.why = "empty member images";
     return plan;
   }
-  std::vector<std::vector<memfs::Store::ByteRange>> lists;
   for (const auto& d : g.data) {
-    const DeltaInfo& inf = infos[static_cast<size_t>(d.codec_rank)];
-    const protocol::MemberRecord& rec = records[static_cast<size_t>(d.codec_rank)];
-    if (!inf.have_delta) {
-      plan.why = "node " + rec.node + " has no delta since epoch " + std::to_string(keep);
-      return plan;
-    }
-    bool same = inf.have_kept && inf.scheme == SchemeByte(g.scheme()) && inf.k == k &&
-                inf.kept_members.size() == g.data.size();
-    for (size_t i = 0; same && i < g.data.size(); ++i) {
-      const auto& km = inf.kept_members[i];
-      const auto& now = records[static_cast<size_t>(g.data[i].codec_rank)];
-      const auto& old = infos[static_cast<size_t>(g.data[i].codec_rank)].old_sizes;
-      same = km.node == now.node && km.ranks == now.ranks && km.sizes == old;
-    }
-    if (!same) {
-      plan.why = "member " + rec.node + " holds no spread parity of epoch " + std::to_string(keep) +
+    if (!HoldsKept(g, infos[static_cast<size_t>(d.codec_rank)], records, infos)) {
+      plan.why = "member " + d.node + " holds no spread parity of epoch " + std::to_string(keep) +
                  " for these members";
       return plan;
     }
-    lists.push_back(inf.ranges);
   }
   // Every member's kept parity was cut with the segment of the kept sizes.
-  const DeltaInfo& first = infos[static_cast<size_t>(g.data[0].codec_rank)];
-  if (SpreadSegmentOf(first.kept_members, n, k) != plan.length) {
+  if (SpreadSegmentOf(infos[static_cast<size_t>(g.data[0].codec_rank)].kept_members, n, k) != plan.length) {
     plan.why = "the spread segment length changed since epoch " + std::to_string(keep);
     return plan;
   }
@@ -222,10 +224,7 @@ DeltaPlan PlanSpreadDelta(const Group& g, uint64_t keep, const std::vector<proto
     plan.stripes.push_back(StripeUnion(chunks, segments, plan.length, kSpreadDeltaAlign));
     packed += RangeBytes(plan.stripes.back());
   }
-  plan.packed = packed;
-  plan.fraction = plan.whole == 0 ? 0 : static_cast<double>(packed) / static_cast<double>(plan.whole);
-  plan.use = mode == DeltaMode::kOn || plan.fraction <= threshold;
-  if (!plan.use) plan.why = "changed fraction above the threshold";
+  Choose(&plan, packed, mode, threshold);
   return plan;
 }
 
@@ -404,11 +403,7 @@ Status Service::RunSpreadDelta(const Group& g, protocol::ParityReport info, uint
     // Nothing changed in this stripe: its parity was copied above. Every
     // member skips the same runs (the plan is the same everywhere).
     if (u == 0) continue;
-    ReduceSpec spec;
-    spec.label = label + " (stripe " + std::to_string(s) + " delta)";
-    spec.combination = code->encoder();
-    for (uint32_t m : control::SpreadDataMembers(n, k, s)) spec.source_ranks.push_back(static_cast<int>(m));
-    for (uint32_t j = 0; j < k; ++j) spec.output_ranks.push_back(static_cast<int>(control::SpreadParityHolder(n, s, j)));
+    ReduceSpec spec = internal::SpreadStripeSpec(code->encoder(), n, k, s, label + " (stripe " + std::to_string(s) + " delta)");
     std::vector<Extent> input;
     if (control::SpreadHoldsData(n, k, me, s)) input.push_back({packed.data() + at[s], static_cast<size_t>(u)});
     // The sink of the output this member owns in the stripe, if any.

@@ -256,11 +256,7 @@ Status Service::EncodeSpread(const Group& g, protocol::ParityReport info, uint64
   }
   for (uint32_t s = 0; s < n; ++s) {
     *stripe = s;
-    ReduceSpec spec;
-    spec.label = label + " (stripe " + std::to_string(s) + ")";
-    spec.combination = code->encoder();
-    for (uint32_t m : control::SpreadDataMembers(n, k, s)) spec.source_ranks.push_back(static_cast<int>(m));
-    for (uint32_t j = 0; j < k; ++j) spec.output_ranks.push_back(static_cast<int>(control::SpreadParityHolder(n, s, j)));
+    ReduceSpec spec = internal::SpreadStripeSpec(code->encoder(), n, k, s, label + " (stripe " + std::to_string(s) + ")");
     std::vector<Extent> input;
     if (control::SpreadHoldsData(n, k, me, s)) {
       input = internal::SliceExtents(image, uint64_t{control::SpreadSegmentOf(n, k, me, s)} * seg, seg);

@@ -59,6 +59,11 @@ std::vector<Extent> SliceExtents(std::span<const Extent> extents, uint64_t offse
 // The spread segment (control::SpreadSegmentBytes) of a group whose members'
 // image sizes `members` record: the encode and the rebuild cut alike.
 uint64_t SpreadSegmentOf(const std::vector<control::protocol::MemberRecord>& members, uint32_t n, uint32_t k);
+// The encode of spread stripe s of a group of n members and k parity chunks
+// (control/stripes.h): `encoder` (the code's n - k sources to k outputs)
+// over the stripe's data members, output j to the member holding parity j.
+ReduceSpec SpreadStripeSpec(std::shared_ptr<const Combination> encoder, uint32_t n, uint32_t k, uint32_t s,
+                            std::string label);
 // What this process brings to an agreement on a transport's outcome: its
 // own error, or OK when it only learned that another rank failed
 // (ECANCELED from ReduceTransport::Run), so that the agreed error is the

@@ -213,6 +213,31 @@ bool Choose(const char* fn, int mode, const int* ids, int id_count, std::vector<
   return true;
 }
 
+// Opens a checkpoint or restart phase of `name`, `version` (checked by the
+// caller); a checkpoint phase starts with no region selection.
+int OpenPhase(Phase phase, const char* name, int version) {
+  State& st = S();
+  if (phase == Phase::kCheckpoint) (void)api::memory::SelectNext(nullptr);
+  st.phase = phase;
+  st.name = name;
+  st.version = version;
+  st.routed = false;
+  return VELOC_SUCCESS;
+}
+
+// The prologue of the selective calls: initialised, inside `phase` (named
+// `opener` in the error), and the ids `mode` chooses (Choose).
+bool SelectiveIds(const char* fn, Phase phase, const char* opener, int mode, const int* ids, int id_count,
+                  std::vector<int>* chosen) {
+  if (!NeedInit(fn)) return false;
+  if (S().phase != phase) {
+    Fail(std::string(fn) + ": outside a " + (phase == Phase::kCheckpoint ? "checkpoint" : "restart") +
+         " phase (" + opener + ")");
+    return false;
+  }
+  return Choose(fn, mode, ids, id_count, chosen);
+}
+
 }  // namespace
 }  // namespace dlckpt::veloc
 
@@ -318,19 +343,15 @@ int VELOC_Checkpoint_begin(const char* name, int version) {
     return dv::Fail("VELOC_Checkpoint_begin: version " + std::to_string(version) + " must exceed " +
                     std::to_string(st.last_version) + ", the last one checkpointed or restarted");
   }
-  st.phase = dv::Phase::kCheckpoint;
-  (void)dlckpt::api::memory::SelectNext(nullptr);
-  st.name = name;
-  st.version = version;
-  st.routed = false;
-  return VELOC_SUCCESS;
+  return dv::OpenPhase(dv::Phase::kCheckpoint, name, version);
 }
 
 int VELOC_Checkpoint_selective(int mode, int* ids, int id_count) {
-  if (!dv::NeedInit("VELOC_Checkpoint_selective")) return VELOC_FAILURE;
-  if (S().phase != dv::Phase::kCheckpoint) return dv::Fail("VELOC_Checkpoint_mem: outside a checkpoint phase (VELOC_Checkpoint_begin)");
   std::vector<int> chosen;
-  if (!dv::Choose("VELOC_Checkpoint_selective", mode, ids, id_count, &chosen)) return VELOC_FAILURE;
+  if (!dv::SelectiveIds("VELOC_Checkpoint_selective", dv::Phase::kCheckpoint, "VELOC_Checkpoint_begin", mode, ids,
+                        id_count, &chosen)) {
+    return VELOC_FAILURE;
+  }
   // The regions are stored at VELOC_Checkpoint_end; a checkpoint of some
   // regions holds only those (ALL: no selection, every protected region).
   dlckpt::Status s = dlckpt::api::memory::SelectNext(mode == VELOC_CKPT_ALL ? nullptr : &chosen);
@@ -392,18 +413,15 @@ int VELOC_Restart_begin(const char* name, int version) {
                 : dv::Fail(std::string("VELOC_Restart_begin: no checkpoint ") + name + " version " +
                            std::to_string(version) + " to restart from (VELOC_Restart_test says which)");
   }
-  st.phase = dv::Phase::kRestart;
-  st.name = name;
-  st.version = version;
-  st.routed = false;
-  return VELOC_SUCCESS;
+  return dv::OpenPhase(dv::Phase::kRestart, name, version);
 }
 
 int VELOC_Recover_selective(int mode, int* ids, int id_count) {
-  if (!dv::NeedInit("VELOC_Recover_selective")) return VELOC_FAILURE;
-  if (S().phase != dv::Phase::kRestart) return dv::Fail("VELOC_Recover_mem: outside a restart phase (VELOC_Restart_begin)");
   std::vector<int> chosen;
-  if (!dv::Choose("VELOC_Recover_selective", mode, ids, id_count, &chosen)) return VELOC_FAILURE;
+  if (!dv::SelectiveIds("VELOC_Recover_selective", dv::Phase::kRestart, "VELOC_Restart_begin", mode, ids, id_count,
+                        &chosen)) {
+    return VELOC_FAILURE;
+  }
   dlckpt::Status s = dlckpt::api::memory::Recover(chosen, "VELOC_Recover_selective");
   return s.ok() ? VELOC_SUCCESS : dv::Fail(s.ToString());
 }

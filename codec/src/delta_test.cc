@@ -565,7 +565,9 @@ TEST(SpreadDelta, EqualsFullSpreadEncode) {
         std::vector<std::span<const uint8_t>> src(packed.begin(), packed.end());
         std::vector<std::vector<uint8_t>> pd(k, std::vector<uint8_t>(ub));
         std::vector<std::span<uint8_t>> dst(pd.begin(), pd.end());
-        if (ub > 0) ASSERT_TRUE((*code)->encoder()->Apply(src, dst).ok());
+        if (ub > 0) {
+          ASSERT_TRUE((*code)->encoder()->Apply(src, dst).ok());
+        }
         for (uint32_t j = 0; j < k; ++j) {
           const uint32_t h = control::SpreadParityHolder(n, s, j);
           ASSERT_EQ(control::SpreadStripeOfParity(n, h, j), s);

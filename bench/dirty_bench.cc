@@ -193,9 +193,12 @@ int main(int argc, char** argv) {
   if (g_rank == 0) {
     std::printf("SOFTDIRTY %s\n", ProbeSoftDirty().c_str());
     auto t = dlckpt::dirty::Tracker::Create(std::getenv("DLCKPT_DIRTY_TRACKING"));
-    std::printf("TRACKING %s\n", t->mode() == dlckpt::dirty::Tracker::Mode::kUffdAsync
-                                     ? "userfaultfd async write protection + PAGEMAP_SCAN"
-                                     : ("whole copies (" + t->reason() + ")").c_str());
+    using Mode = dlckpt::dirty::Tracker::Mode;
+    std::printf("TRACKING %s%s\n",
+                t->mode() == Mode::kUffdAsync  ? "userfaultfd async write protection + PAGEMAP_SCAN"
+                : t->mode() == Mode::kUffdSync ? "userfaultfd write protection, handler thread, blocks + PAGEMAP_SCAN"
+                                               : ("whole copies (" + t->reason() + ")").c_str(),
+                t->sync_refused().empty() ? "" : (" (sync refused: " + t->sync_refused() + ")").c_str());
   }
 
   // --- checkpoints at 100 / 1 / 10 / 50 % of the pages changed.
@@ -266,6 +269,28 @@ int main(int argc, char** argv) {
     on[mode] = Sum(on[mode]);
     off[mode] = Sum(off[mode]);
   }
+  // One Collect (the re-arm a checkpoint does) of a --mib region, rank 0:
+  // nothing written since the last one, and one stretch of 10 % written.
+  double collect_idle_ms = 0, collect_10_ms = 0;
+  if (g_rank == 0) {
+    std::vector<uint64_t> a(words, 1);
+    auto t = dlckpt::dirty::Tracker::Create(std::getenv("DLCKPT_DIRTY_TRACKING"));
+    const int h = t->Register(a.data(), bytes);
+    t->Collect();
+    std::vector<double> idle, ten;
+    for (int i = 0; i < 5; ++i) {
+      double t0 = MPI_Wtime();
+      t->Collect();
+      idle.push_back((MPI_Wtime() - t0) * 1e3);
+      for (size_t w = (words / 10) * static_cast<size_t>(i % 9); w < (words / 10) * static_cast<size_t>(i % 9 + 1); w += page_words) a[w]++;
+      t0 = MPI_Wtime();
+      t->Collect();
+      ten.push_back((MPI_Wtime() - t0) * 1e3);
+    }
+    collect_idle_ms = Median(idle);
+    collect_10_ms = Median(ten);
+    t->Unregister(h);
+  }
   // One write fault of a protected page, alone (rank 0, 4096 pages).
   double fault_us = 0;
   if (g_rank == 0) {
@@ -290,6 +315,9 @@ int main(int argc, char** argv) {
                 "(all ranks, %d intervals x %d sweeps of %zu MiB)\n",
                 on[0], off[0], on[1], off[1], intervals, sweeps, mib);
     std::printf("FAULT %.1f us per first write to a protected page (rank 0, alone)\n", fault_us);
+    std::printf("COLLECT %.2f ms with nothing written, %.2f ms with 10 %% of the pages written (%zu MiB, rank 0, "
+                "medians of 5)\n",
+                collect_idle_ms, collect_10_ms, mib);
     for (int pct : {1, 10, 50}) {
       const double er = full_e > 0 ? Median(enc[pct]) / full_e : 0, cr = full_c > 0 ? Median(ckpt[pct]) / full_c : 0;
       std::printf("METRIC dirty_encode_ratio_%dpct %.3f x target <= %s\n", pct, er, pct == 10 ? "0.15" : "1");

@@ -63,11 +63,17 @@ dirty::Tracker& Tracker() {
     // RDMA into a registered region, another process through shared pages)
     // would be missed, and a write fault per page costs more than the copy
     // it saves on this platform (bench/README.md "Dirty pages").
+    // "sync": the handler-thread mechanism (dirty_pages.h, kUffdSync).
     const char* v = std::getenv("DLCKPT_DIRTY_TRACKING");
-    const bool on = v != nullptr && (strcasecmp(v, "on") == 0 || strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 ||
-                                     strcasecmp(v, "true") == 0);
-    t.tracker = dirty::Tracker::Create(on ? nullptr : (v != nullptr && *v != '\0' ? v : "off"));
+    const bool sync = v != nullptr && strcasecmp(v, "sync") == 0;
+    const bool on = sync || (v != nullptr && (strcasecmp(v, "on") == 0 || strcmp(v, "1") == 0 ||
+                                              strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0));
+    t.tracker = dirty::Tracker::Create(on ? (sync ? "sync" : nullptr) : (v != nullptr && *v != '\0' ? v : "off"));
     if (on) t.tracker->SayOnce();
+    if (sync && !t.tracker->sync_refused().empty() && t.tracker->mode() != dirty::Tracker::Mode::kWhole) {
+      std::fprintf(stderr, "dlckpt: DLCKPT_DIRTY_TRACKING=sync unavailable (%s): asynchronous write protection instead\n",
+                   t.tracker->sync_refused().c_str());
+    }
   }
   return *t.tracker;
 }

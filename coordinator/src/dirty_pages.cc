@@ -3,6 +3,10 @@
 #include "dirty_pages.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -40,8 +44,10 @@ std::string Hex(uintptr_t v) {
   return buf;
 }
 
-// The features the tracker needs from UFFDIO_API.
+// The features the tracker needs from UFFDIO_API (kUffdAsync; kUffdSync
+// needs only the markers of unpopulated pages).
 constexpr uint64_t kFeatures = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
+constexpr uint64_t kSyncFeatures = UFFD_FEATURE_WP_UNPOPULATED;
 
 std::string FeatureNames(uint64_t missing) {
   std::string s;
@@ -153,20 +159,27 @@ struct Opened {
   std::string reason;
 };
 
-Opened OpenKernelParts(Os* os) {
+// `sync`: a descriptor for kUffdSync, which must also handle kernel-mode
+// faults (no UFFD_USER_MODE_ONLY: the handler resolves those too).
+Opened OpenKernelParts(Os* os, bool sync = false) {
   Opened o;
-  auto fd = os->Userfaultfd(UFFD_USER_MODE_ONLY);
-  if (!fd.ok() && fd.status().code() == EINVAL) fd = os->Userfaultfd(0);  // before 5.11
+  const uint64_t want = sync ? kSyncFeatures : kFeatures;
+  auto fd = os->Userfaultfd(sync ? 0 : UFFD_USER_MODE_ONLY);
+  if (!sync && !fd.ok() && fd.status().code() == EINVAL) fd = os->Userfaultfd(0);  // before 5.11
   if (!fd.ok()) {
     o.reason = fd.status().ToString();
-    if (fd.status().code() == EPERM) o.reason += "; see vm.unprivileged_userfaultfd";
+    if (fd.status().code() == EPERM) {
+      o.reason += sync ? "; a descriptor that handles kernel-mode writes needs CAP_SYS_PTRACE or "
+                         "vm.unprivileged_userfaultfd=1"
+                       : "; see vm.unprivileged_userfaultfd";
+    }
     return o;
   }
   uffdio_api api{};
   api.api = UFFD_API;
-  api.features = kFeatures;
+  api.features = want;
   auto r = os->Ioctl(*fd, UFFDIO_API, &api);
-  if (!r.ok() || (api.features & kFeatures) != kFeatures) {
+  if (!r.ok() || (api.features & want) != want) {
     // Which features are missing: ask a second descriptor for all it has.
     std::string why = r.ok() ? "" : r.status().ToString();
     auto probe = os->Userfaultfd(UFFD_USER_MODE_ONLY);
@@ -174,8 +187,8 @@ Opened OpenKernelParts(Os* os) {
     if (probe.ok()) {
       uffdio_api all{};
       all.api = UFFD_API;
-      if (os->Ioctl(*probe, UFFDIO_API, &all).ok() && (all.features & kFeatures) != kFeatures) {
-        why = "the kernel's userfaultfd lacks " + FeatureNames(kFeatures & ~all.features) + " (Linux 6.7)";
+      if (os->Ioctl(*probe, UFFDIO_API, &all).ok() && (all.features & want) != want) {
+        why = "the kernel's userfaultfd lacks " + FeatureNames(want & ~all.features) + " (Linux 6.7)";
       }
       os->Close(*probe);
     }
@@ -197,16 +210,165 @@ Opened OpenKernelParts(Os* os) {
 std::atomic<bool> g_said{false};
 std::atomic<bool> g_said_region{false};
 
+// What kUffdSync's handler shares with the tracker: in a mapping of its own,
+// so that the handler's writes can never fault on a registered page.
+struct Shared {
+  std::atomic<uint64_t> faults{0};
+};
+
+// Removes the write protection of [b, e) (registered pages only: halved,
+// keeping the page `at`, until the kernel accepts it) and wakes the threads
+// waiting in it. Returns the end of the range unprotected.
+uintptr_t Unprotect(int uffd, uintptr_t at, uintptr_t b, uintptr_t e, uintptr_t page) {
+  for (;;) {
+    uffdio_writeprotect wp{};
+    wp.range.start = b;
+    wp.range.len = e - b;
+    wp.mode = 0;  // unprotect and wake
+    int r;
+    do {
+      r = ::ioctl(uffd, UFFDIO_WRITEPROTECT, &wp);
+    } while (r != 0 && errno == EINTR);
+    if (r == 0) return e;
+    if (e - b <= page) break;
+    const uintptr_t half = (e - b) / 2;
+    if (at < b + half) {
+      e = b + half;
+    } else {
+      b += half;
+    }
+  }
+  // The page itself refused (unmapped meanwhile): wake the thread, whose
+  // retried access then takes the ordinary path.
+  uffdio_range range{at, page};
+  (void)::ioctl(uffd, UFFDIO_WAKE, &range);
+  return at + page;
+}
+
 }  // namespace
+
+// kUffdSync's handler thread. It owns nothing the application could map: a
+// stack, the Shared page and two descriptors it does not close.
+struct Tracker::Sync {
+  pthread_t thread{};
+  int uffd = -1;
+  int stop = -1;  // eventfd: the destructor's wake-up
+  Shared* shared = nullptr;
+  uintptr_t page = 4096;
+
+  static void* Main(void* arg) {
+    auto* self = static_cast<Sync*>(arg);
+    self->Loop();
+    return nullptr;
+  }
+  void Loop() {
+    uintptr_t last_end = 0, grow = kMinBlock;
+    pollfd fds[2] = {{uffd, POLLIN, 0}, {stop, POLLIN, 0}};
+    uffd_msg msgs[16];
+    for (;;) {
+      int n = ::poll(fds, 2, -1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 || (fds[1].revents & POLLIN)) return;
+      if ((fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) return;
+      ssize_t got = ::read(uffd, msgs, sizeof msgs);
+      if (got <= 0) continue;  // EAGAIN: another reader took it
+      for (size_t i = 0; i < static_cast<size_t>(got) / sizeof(uffd_msg); ++i) {
+        if (msgs[i].event != UFFD_EVENT_PAGEFAULT) continue;
+        const uintptr_t at = static_cast<uintptr_t>(msgs[i].arg.pagefault.address) & ~(page - 1);
+        // A sweep (this fault where the last block ended) doubles the block.
+        const uintptr_t block = at == last_end ? std::min(grow * 2, kMaxBlock) : kMinBlock;
+        grow = block;
+        const uintptr_t b = at & ~(block - 1);
+        last_end = Unprotect(uffd, at, b, b + block, page);
+        shared->faults.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+};
+
+bool Tracker::StartSync(std::string* why) {
+  auto sync = std::make_unique<Sync>();
+  sync->uffd = uffd_;
+  sync->page = page_;
+  void* mem = ::mmap(nullptr, page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    *why = Status::FromErrno(errno, "mmap").ToString();
+    return false;
+  }
+  sync->shared = new (mem) Shared();
+  sync->stop = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (sync->stop < 0) {
+    *why = Status::FromErrno(errno, "eventfd").ToString();
+    ::munmap(mem, page_);
+    return false;
+  }
+  // Signals go to the application's threads, never to the handler.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int rc = pthread_create(&sync->thread, nullptr, &Sync::Main, sync.get());
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc != 0) {
+    *why = Status::FromErrno(rc, "pthread_create").ToString();
+    ::close(sync->stop);
+    ::munmap(mem, page_);
+    return false;
+  }
+  sync_ = std::move(sync);
+  return true;
+}
+
+void Tracker::StopSync() {
+  if (!sync_) return;
+  if (os_->Pid() != pid_) {
+    (void)sync_.release();  // the parent's thread: not in this process
+    return;
+  }
+  const uint64_t one = 1;
+  (void)!::write(sync_->stop, &one, sizeof one);
+  pthread_join(sync_->thread, nullptr);
+  ::close(sync_->stop);
+  ::munmap(sync_->shared, page_);
+  sync_.reset();
+}
+
+uint64_t Tracker::sync_faults() const {
+  return sync_ ? sync_->shared->faults.load(std::memory_order_relaxed) : 0;
+}
 
 std::unique_ptr<Tracker> Tracker::Create(const char* setting, Os* os) {
   if (SettingOff(setting)) {
     return std::unique_ptr<Tracker>(
         new Tracker(os, Mode::kWhole, std::string("DLCKPT_DIRTY_TRACKING=") + setting, -1, -1));
   }
-  Opened o = OpenKernelParts(os);
-  if (!o.reason.empty()) return std::unique_ptr<Tracker>(new Tracker(os, Mode::kWhole, o.reason, -1, -1));
-  std::unique_ptr<Tracker> t(new Tracker(os, Mode::kUffdAsync, "", o.uffd, o.pagemap));
+  std::string sync_refused;
+  Opened o;
+  Mode mode = Mode::kUffdAsync;
+  if (setting != nullptr && strcasecmp(setting, "sync") == 0) {
+    o = OpenKernelParts(os, true);
+    if (o.reason.empty()) {
+      mode = Mode::kUffdSync;
+    } else {
+      sync_refused = o.reason;
+    }
+  }
+  if (mode != Mode::kUffdSync) o = OpenKernelParts(os);
+  if (!o.reason.empty()) {
+    std::unique_ptr<Tracker> t(new Tracker(os, Mode::kWhole, o.reason, -1, -1));
+    t->sync_refused_ = sync_refused;
+    return t;
+  }
+  std::unique_ptr<Tracker> t(new Tracker(os, mode, "", o.uffd, o.pagemap));
+  t->sync_refused_ = sync_refused;
+  if (mode == Mode::kUffdSync && !t->StartSync(&t->sync_refused_)) {
+    t->Degrade("kUffdSync: " + t->sync_refused_);
+    Opened a = OpenKernelParts(os);
+    if (!a.reason.empty()) return std::unique_ptr<Tracker>(new Tracker(os, Mode::kWhole, a.reason, -1, -1));
+    t->mode_ = Mode::kUffdAsync;
+    t->reason_.clear();
+    t->uffd_ = a.uffd;
+    t->pagemap_ = a.pagemap;
+  }
   // Self-test on two pages of our own: the first Collect after Register is
   // whole; then exactly the written page must come back, once. A kernel that
   // accepts the calls but does not behave (or has no PAGEMAP_SCAN: ENOTTY)
@@ -221,22 +383,25 @@ std::unique_ptr<Tracker> Tracker::Create(const char* setting, Os* os) {
   bytes[0] = 1;  // one page present, one never touched (WP_UNPOPULATED)
   const int h = t->Register(mem, len);
   std::string failed = t->untracked_reason(h);
-  if (failed.empty() && t->mode() == Mode::kUffdAsync) {
+  if (failed.empty() && t->tracking()) {
     auto first = t->Collect();
     bytes[t->page_ + 7] = 2;  // the untouched page
     auto second = t->Collect();
     auto third = t->Collect();
     const Dirty& d2 = second[h];
-    if (t->mode() != Mode::kUffdAsync) {
+    // kUffdSync unprotects a block: the written page and maybe its neighbour.
+    const uint64_t from = t->mode() == Mode::kUffdSync ? 0 : t->page_;
+    if (!t->tracking()) {
       failed = t->reason();
-    } else if (!first[h].whole || d2.whole || d2.ranges.size() != 1 || d2.ranges[0].offset != t->page_ ||
-               d2.ranges[0].len != t->page_ || third[h].whole || !third[h].ranges.empty()) {
+    } else if (!first[h].whole || d2.whole || d2.ranges.size() != 1 || d2.ranges[0].offset > t->page_ ||
+               d2.ranges[0].offset < from || d2.ranges[0].offset + d2.ranges[0].len != 2 * t->page_ ||
+               third[h].whole || !third[h].ranges.empty()) {
       failed = "the kernel did not report the written page alone";
     }
   }
   t->Unregister(h);
   ::munmap(mem, len);
-  if (!failed.empty() && t->mode() == Mode::kUffdAsync) t->Degrade("self-test: " + failed);
+  if (!failed.empty() && t->tracking()) t->Degrade("self-test: " + failed);
   return t;
 }
 
@@ -247,6 +412,7 @@ Tracker::Tracker(Os* os, Mode mode, std::string reason, int uffd, int pagemap)
 }
 
 Tracker::~Tracker() {
+  StopSync();
   os_->Close(uffd_);  // the kernel unregisters every range and drops the protection
   os_->Close(pagemap_);
 }
@@ -260,7 +426,8 @@ void Tracker::Degrade(std::string reason) {
   if (mode_ == Mode::kWhole) return;
   mode_ = Mode::kWhole;
   reason_ = std::move(reason);
-  os_->Close(uffd_);
+  StopSync();
+  os_->Close(uffd_);  // any thread waiting in a fault is woken by the close
   os_->Close(pagemap_);
   uffd_ = pagemap_ = -1;
 }
@@ -334,12 +501,22 @@ void Tracker::Arm(Reg* r, const std::vector<PageRun>& armed) {
 bool Tracker::AfterFork() {
   // The inherited descriptors act on the parent's address space: never use
   // them (closing our copies leaves the parent's untouched).
+  StopSync();  // forgets the parent's handler
   os_->Close(uffd_);
   os_->Close(pagemap_);
   uffd_ = pagemap_ = -1;
   pid_ = os_->Pid();
-  Opened o = OpenKernelParts(os_);
+  Opened o = OpenKernelParts(os_, mode_ == Mode::kUffdSync);
+  std::string why;
+  if (o.reason.empty() && mode_ == Mode::kUffdSync) {
+    uffd_ = o.uffd;
+    pagemap_ = o.pagemap;
+    if (!StartSync(&why)) o.reason = why;
+  }
   if (!o.reason.empty()) {
+    os_->Close(uffd_);
+    os_->Close(pagemap_);
+    uffd_ = pagemap_ = -1;
     mode_ = Mode::kWhole;
     reason_ = "after fork: " + o.reason;
     return false;
@@ -362,8 +539,8 @@ int Tracker::Register(const void* ptr, size_t bytes) {
   r.bytes = bytes;
   r.page_begin = r.ptr & ~(page_ - 1);
   r.page_end = bytes == 0 ? r.page_begin : (r.ptr + bytes + page_ - 1) & ~(page_ - 1);
-  if (mode_ == Mode::kUffdAsync && os_->Pid() != pid_) AfterFork();
-  if (mode_ == Mode::kUffdAsync) Arm(&r, TrackedPages(-1));
+  if (tracking() && os_->Pid() != pid_) AfterFork();
+  if (tracking()) Arm(&r, TrackedPages(-1));
   regs_.emplace(h, std::move(r));
   return h;
 }
@@ -373,7 +550,7 @@ void Tracker::Unregister(int handle) {
   if (it == regs_.end()) return;
   const Reg r = std::move(it->second);
   regs_.erase(it);
-  if (mode_ != Mode::kUffdAsync || r.page_begin == r.page_end) return;
+  if (!tracking() || r.page_begin == r.page_end) return;
   if (os_->Pid() != pid_) {
     AfterFork();
     return;
@@ -430,18 +607,20 @@ Status Tracker::Scan(uintptr_t begin, uintptr_t end, uint64_t flags, uint64_t in
 
 std::map<int, Dirty> Tracker::Collect() {
   std::map<int, Dirty> out;
-  if (mode_ == Mode::kUffdAsync && os_->Pid() != pid_) AfterFork();
+  if (tracking() && os_->Pid() != pid_) AfterFork();
   std::vector<PageRun> dirty;
   std::vector<int> hot, rearm;  // ranges that became hot, hot ranges to arm again
   std::vector<std::pair<uintptr_t, uintptr_t>> broken;  // runs whose mapping changed
-  if (mode_ == Mode::kUffdAsync) {
+  if (tracking()) {
+    const bool sync = mode_ == Mode::kUffdSync;
     for (const PageRun& run : TrackedPages(-1)) {
       std::vector<PageRun> found;
-      // Written since the last scan, and write-protected again in the same
-      // walk; then the pages that are gone (neither present, nor swapped,
-      // nor a write-protect marker): zapped by MADV_DONTNEED.
-      Status s = Scan(run.begin, run.end, PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_WRITTEN, 0,
-                      &found);
+      // Written since the last scan (no write-protect bit), and, with
+      // kUffdAsync, write-protected again in the same walk (kUffdSync
+      // protects them below); then the pages that are gone (neither present,
+      // nor swapped, nor a write-protect marker): zapped by MADV_DONTNEED.
+      Status s = Scan(run.begin, run.end, sync ? 0 : PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC, 0,
+                      PAGE_IS_WRITTEN, 0, &found);
       std::vector<PageRun> gone;
       if (s.ok()) {
         s = Scan(run.begin, run.end, 0, PAGE_IS_PRESENT | PAGE_IS_SWAPPED, PAGE_IS_PRESENT | PAGE_IS_SWAPPED, 0,
@@ -450,6 +629,7 @@ std::map<int, Dirty> Tracker::Collect() {
       // Those are write-protected again (a marker, WP_UNPOPULATED) so that
       // they are not reported again until written. A write between the scan
       // and this is in the bytes the caller copies after Collect returns.
+      const size_t written = found.size();
       for (size_t i = 0; i < gone.size() && s.ok(); ++i) {
         uffdio_writeprotect wp{};
         wp.range.start = gone[i].begin;
@@ -458,7 +638,16 @@ std::map<int, Dirty> Tracker::Collect() {
         s = os_->Ioctl(uffd_, UFFDIO_WRITEPROTECT, &wp).status();
         found.push_back(gone[i]);
       }
-      if (!s.ok() && s.code() == EPERM) {
+      // kUffdSync: what the handler unprotected, protected again. A block
+      // it unprotects after the scan stays so until the next one.
+      for (size_t i = 0; sync && i < written && s.ok(); ++i) {
+        uffdio_writeprotect wp{};
+        wp.range.start = found[i].begin;
+        wp.range.len = found[i].end - found[i].begin;
+        wp.mode = UFFDIO_WRITEPROTECT_MODE_WP;
+        s = os_->Ioctl(uffd_, UFFDIO_WRITEPROTECT, &wp).status();
+      }
+      if (!s.ok() && (s.code() == EPERM || (sync && s.code() == ENOENT))) {
         // A page of the run lost its registration (the application
         // unmapped and mapped the memory again): every range there is
         // whole this time and registered again below.
@@ -478,9 +667,9 @@ std::map<int, Dirty> Tracker::Collect() {
     Dirty& d = out[h];
     bool in_broken = false;
     for (const auto& [b, e] : broken) in_broken = in_broken || (r.page_begin < e && b < r.page_end);
-    d.whole = mode_ != Mode::kUffdAsync || r.fresh || !r.untracked.empty() || in_broken || r.hot_left > 0;
+    d.whole = !tracking() || r.fresh || !r.untracked.empty() || in_broken || r.hot_left > 0;
     r.fresh = false;
-    if (r.hot_left > 0 && mode_ == Mode::kUffdAsync && --r.hot_left == 0) rearm.push_back(h);
+    if (r.hot_left > 0 && tracking() && --r.hot_left == 0) rearm.push_back(h);
     if (d.whole || r.bytes == 0) continue;
     const uintptr_t lo = r.ptr, hi = r.ptr + r.bytes;
     auto it = std::upper_bound(dirty.begin(), dirty.end(), lo,
@@ -507,7 +696,7 @@ std::map<int, Dirty> Tracker::Collect() {
       r.full_streak = 0;
     }
   }
-  if (mode_ == Mode::kUffdAsync) {
+  if (tracking()) {
     // Newly hot ranges: their pages no tracked range shares lose the
     // protection (no faults until they are armed again).
     const std::vector<PageRun> tracked = TrackedPages(-1);
@@ -531,7 +720,7 @@ std::map<int, Dirty> Tracker::Collect() {
       Arm(&r, armed);
     }
   }
-  if (mode_ == Mode::kUffdAsync && !broken.empty()) {
+  if (tracking() && !broken.empty()) {
     for (auto& [h, r] : regs_) {
       bool in_broken = false;
       for (const auto& [b, e] : broken) in_broken = in_broken || (r.page_begin < e && b < r.page_end);

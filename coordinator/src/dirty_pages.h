@@ -17,6 +17,27 @@
 //    write. Only private anonymous memory can be registered (malloc, mmap
 //    MAP_PRIVATE|MAP_ANONYMOUS, stack, .bss); any other range (a file or
 //    shared mapping, .data) is copied whole at every checkpoint.
+//  - kUffdSync ($DLCKPT_DIRTY_TRACKING=sync): the same registration, without
+//    WP_ASYNC: a write to a protected page stops the writing thread until
+//    the tracker's handler thread (started by Create, signals blocked)
+//    removes the protection of a whole block around the page and
+//    wakes it. Blocks start at kMinBlock bytes and double, up to kMaxBlock,
+//    while faults continue where the previous block ended (a sweep); a block
+//    reaching past the registered memory is halved until it fits: one fault
+//    per block instead of one per page, at the price of reporting whole
+//    blocks (memfs copies 64 KiB blocks anyway). The handler keeps no record:
+//    Collect() reads the unprotected pages (PAGE_IS_WRITTEN: no write-
+//    protect bit) with a read-only PAGEMAP_SCAN and write-protects what it
+//    found. A block unprotected after that scan stays unprotected and is
+//    found by the next one, so no write is lost however the two interleave.
+//    The handler never allocates, locks, or writes memory a registration may
+//    cover (its only shared state is a mapping of its own), so a fault
+//    anywhere, also in the thread calling Collect, is always resolved. A
+//    range whose mapping was replaced fails the re-protection (ENOENT) and
+//    is reported whole and registered again. Needs a userfaultfd that
+//    handles kernel-mode faults (read(2) into a region): CAP_SYS_PTRACE or
+//    vm.unprivileged_userfaultfd=1; otherwise Create falls back to
+//    kUffdAsync and says why in sync_refused().
 //  - kWhole: every registered range counts as wholly dirty at every Collect().
 //    Taken when $DLCKPT_DIRTY_TRACKING is off/0/no/false, when userfaultfd
 //    cannot be opened (seccomp; vm.unprivileged_userfaultfd=0 for a user
@@ -106,16 +127,21 @@ struct Dirty {
 
 class Tracker {
  public:
-  enum class Mode { kUffdAsync, kWhole };
+  enum class Mode { kUffdAsync, kUffdSync, kWhole };
 
   // Chooses the mechanism. `setting`: the value of $DLCKPT_DIRTY_TRACKING
-  // (nullptr: unset); "off", "0", "no", "false" force kWhole. Never fails.
+  // (nullptr: unset); "off", "0", "no", "false" force kWhole; "sync" asks for
+  // kUffdSync. Never fails.
   static std::unique_ptr<Tracker> Create(const char* setting, Os* os = Os::Default());
   ~Tracker();
   Tracker(const Tracker&) = delete;
   Tracker& operator=(const Tracker&) = delete;
 
   Mode mode() const { return mode_; }
+  // Why "sync" was asked for and kUffdSync not taken ("" otherwise).
+  const std::string& sync_refused() const { return sync_refused_; }
+  // Write faults the handler resolved (kUffdSync; 0 otherwise).
+  uint64_t sync_faults() const;
   // Why the tracker is kWhole ("" when it tracks).
   const std::string& reason() const { return reason_; }
   // "dlckpt: dirty-page tracking unavailable (<reason>): regions are copied
@@ -141,6 +167,13 @@ class Tracker {
   static constexpr double kHotFraction = 0.75;
   static constexpr int kHotStreak = 2;
   static constexpr int kHotCollects = 8;
+
+ public:
+  static constexpr uintptr_t kMinBlock = 64 << 10;  // kUffdSync's blocks
+  static constexpr uintptr_t kMaxBlock = 2 << 20;
+
+ private:
+  struct Sync;  // kUffdSync's handler thread and what it shares (dirty_pages.cc)
 
   struct Reg {
     uintptr_t ptr = 0;
@@ -168,6 +201,12 @@ class Tracker {
   Status Scan(uintptr_t begin, uintptr_t end, uint64_t flags, uint64_t inverted, uint64_t mask,
               uint64_t anyof, std::vector<PageRun>* out);
   void Degrade(std::string reason);
+  bool tracking() const { return mode_ != Mode::kWhole; }
+  // kUffdSync: starts the handler thread on uffd_; false (and why) if not.
+  bool StartSync(std::string* why);
+  // Stops and joins it (a forked child, which has no such thread, only
+  // forgets it).
+  void StopSync();
 
   Os* os_;
   Mode mode_;
@@ -179,6 +218,8 @@ class Tracker {
   int next_handle_ = 1;
   std::map<int, Reg> regs_;
   std::vector<uint8_t> vec_;  // PAGEMAP_SCAN's output buffer
+  std::string sync_refused_;
+  std::unique_ptr<Sync> sync_;
 };
 
 }  // namespace dlckpt::dirty

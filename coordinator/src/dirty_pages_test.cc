@@ -28,6 +28,44 @@ const size_t kPage = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 
 // Whether this kernel offers what the tracker needs, probed independently of
 // the tracker: then the tracker must not fall back.
+bool KernelHasAsyncWp();
+// Whether a kUffdSync descriptor (one that handles kernel-mode faults) can
+// be had here: then "sync" must not fall back.
+bool KernelHasSyncWp() {
+  long fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_WP_UNPOPULATED;
+  bool ok = ioctl(static_cast<int>(fd), UFFDIO_API, &api) == 0;
+  close(static_cast<int>(fd));
+  return ok && KernelHasAsyncWp();  // PAGEMAP_SCAN came with WP_ASYNC (6.7)
+}
+
+// The tracker the setting asks for, or why this machine cannot test it.
+std::string SkipUnless(const std::string& setting) {
+  if (setting == "sync" && !KernelHasSyncWp()) return "no userfaultfd for kernel-mode faults (kUffdSync)";
+  if (!KernelHasAsyncWp()) return "no userfaultfd WP_ASYNC";
+  return "";
+}
+Tracker::Mode ModeOf(const std::string& setting) {
+  return setting == "sync" ? Tracker::Mode::kUffdSync : Tracker::Mode::kUffdAsync;
+}
+
+// d reports [off, off + len) of its region: exactly those pages (exact),
+// or within blocks of at most Tracker::kMaxBlock around them (kUffdSync).
+void ExpectReports(const Dirty& d, uint64_t off, uint64_t len, bool exact, const std::string& what) {
+  ASSERT_FALSE(d.whole) << what;
+  ASSERT_EQ(d.ranges.size(), 1u) << what;
+  if (exact) {
+    EXPECT_EQ(d.ranges[0].offset, off) << what;
+    EXPECT_EQ(d.ranges[0].len, len) << what;
+  } else {
+    EXPECT_LE(d.ranges[0].offset, off) << what;
+    EXPECT_GE(d.ranges[0].offset + d.ranges[0].len, off + len) << what;
+    EXPECT_LE(d.ranges[0].len, len + 2 * Tracker::kMaxBlock) << what;
+  }
+}
 bool KernelHasAsyncWp() {
   long fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
   if (fd < 0) fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
@@ -84,18 +122,21 @@ size_t CheckAndSnap(Region* r, const Dirty& d, const std::string& what) {
   return reported;
 }
 
-class DirtyPagesProperty : public ::testing::TestWithParam<bool> {};  // param: tracking forced off
+// param: the setting ("off": the fallback forced; "on": kUffdAsync;
+// "sync": kUffdSync).
+class DirtyPagesProperty : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DirtyPagesProperty, NoChangedByteIsMissed) {
-  const bool forced_off = GetParam();
-  auto t = Tracker::Create(forced_off ? "off" : nullptr);
+  const bool forced_off = GetParam() == "off";
+  const bool exact = GetParam() == "on";  // kUffdSync reports blocks
+  auto t = Tracker::Create(GetParam().c_str());
   if (forced_off) {
     ASSERT_EQ(t->mode(), Tracker::Mode::kWhole);
     EXPECT_NE(t->reason().find("DLCKPT_DIRTY_TRACKING=off"), std::string::npos) << t->reason();
-  } else if (KernelHasAsyncWp()) {
-    ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  } else if (std::string why = SkipUnless(GetParam()); why.empty()) {
+    ASSERT_EQ(t->mode(), ModeOf(GetParam())) << t->reason() << t->sync_refused();
   } else {
-    GTEST_SKIP() << "this kernel has no userfaultfd WP_ASYNC: " << t->reason();
+    GTEST_SKIP() << why << ": " << t->reason();
   }
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -199,7 +240,7 @@ TEST_P(DirtyPagesProperty, NoChangedByteIsMissed) {
         if (!forced_off && kind == 3 && &x != &regs[3] && !d.whole) {
           EXPECT_EQ(reported, 0u) << what << ": nothing was written, region " << (&x - regs.data()) << " at " << static_cast<void*>(x.ptr) << " +" << x.bytes << " first range " << (d.ranges.empty() ? 0 : d.ranges[0].offset) << "+" << (d.ranges.empty() ? 0 : d.ranges[0].len);
         }
-        if (!forced_off && kind == 4 && &x == &r && x.bytes > 2 * kPage && &x != &regs[1] && !d.whole) {
+        if (exact && kind == 4 && &x == &r && x.bytes > 2 * kPage && &x != &regs[1] && !d.whole) {
           EXPECT_LE(reported, 2 * kPage) << what << ": two bytes, at most their two pages";
         }
       }
@@ -209,15 +250,34 @@ TEST_P(DirtyPagesProperty, NoChangedByteIsMissed) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(DirtyPages, DirtyPagesProperty, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "ForcedOff" : "Tracking"; });
+INSTANTIATE_TEST_SUITE_P(DirtyPages, DirtyPagesProperty, ::testing::Values("on", "off", "sync"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param == "off" ? std::string("ForcedOff")
+                                                   : i.param == "on" ? std::string("Tracking") : std::string("Sync");
+                         });
+
+// The tests below run with both mechanisms (param: "on" or "sync").
+class DirtyPagesBoth : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (std::string why = SkipUnless(GetParam()); !why.empty()) GTEST_SKIP() << why;
+  }
+  bool exact() const { return GetParam() == "on"; }
+  std::unique_ptr<Tracker> Make() {
+    auto t = Tracker::Create(GetParam().c_str());
+    EXPECT_EQ(t->mode(), ModeOf(GetParam())) << t->reason() << t->sync_refused();
+    return t;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(DirtyPages, DirtyPagesBoth, ::testing::Values("on", "sync"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return i.param == "on" ? std::string("Async") : std::string("Sync");
+                         });
 
 // Memory whose mapping is replaced under a registration (munmap + mmap at
 // the same address): reported whole, then tracked again.
-TEST(DirtyPages, RemappedMemoryIsWholeThenTrackedAgain) {
-  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
-  auto t = Tracker::Create(nullptr);
-  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+TEST_P(DirtyPagesBoth, RemappedMemoryIsWholeThenTrackedAgain) {
+  auto t = Make();
   const size_t len = 8 * kPage;
   auto* m = MapPrivate(len);
   ASSERT_NE(m, MAP_FAILED);
@@ -232,10 +292,11 @@ TEST(DirtyPages, RemappedMemoryIsWholeThenTrackedAgain) {
   EXPECT_TRUE(quiet.ranges.empty());
   m[5 * kPage + 1] = 1;
   auto one = t->Collect()[h];
-  ASSERT_FALSE(one.whole);
-  ASSERT_EQ(one.ranges.size(), 1u);
-  EXPECT_EQ(one.ranges[0].offset, 5 * kPage - 10);
-  EXPECT_EQ(one.ranges[0].len, kPage);
+  if (exact()) {
+    ExpectReports(one, 5 * kPage - 10, kPage, true, "one page");
+  } else {
+    ExpectReports(one, 5 * kPage - 10, 2, false, "one page");
+  }
   t->Unregister(h);
   munmap(m, len);
 }
@@ -261,10 +322,9 @@ TEST(DirtyPages, SharedMappingIsCopiedWhole) {
 
 // A child of fork() has no registrations: its first Collect is whole, then
 // it tracks on its own; the parent's tracking is unaffected.
-TEST(DirtyPages, ForkedChildStartsWhole) {
-  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
-  auto t = Tracker::Create(nullptr);
-  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+TEST_P(DirtyPagesBoth, ForkedChildStartsWhole) {
+  auto t = Make();
+  const bool exact = this->exact();
   std::vector<uint8_t> buf(16 * kPage, 1);
   const int h = t->Register(buf.data(), buf.size());
   t->Collect();
@@ -275,8 +335,9 @@ TEST(DirtyPages, ForkedChildStartsWhole) {
     if (!t->Collect()[h].whole) bad |= 1;
     buf[2 * kPage + 5] = 3;
     auto d = t->Collect()[h];
-    if (t->mode() == Tracker::Mode::kUffdAsync &&
-        (d.whole || d.ranges.size() != 1 || d.ranges[0].offset > 2 * kPage + 5)) {
+    if (t->mode() != ModeOf(GetParam())) bad |= 4;
+    if (d.whole || d.ranges.size() != 1 || d.ranges[0].offset > 2 * kPage + 5 ||
+        d.ranges[0].offset + d.ranges[0].len <= 2 * kPage + 5) {
       bad |= 2;
     }
     _exit(bad);
@@ -287,9 +348,14 @@ TEST(DirtyPages, ForkedChildStartsWhole) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   buf[7 * kPage] = 4;  // written after the fork (the page is copy-on-write now)
   auto d = t->Collect()[h];
-  ASSERT_FALSE(d.whole);
-  ASSERT_EQ(d.ranges.size(), 1u);
-  EXPECT_EQ(d.ranges[0].offset, 7 * kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1)));
+  const uint64_t page_off = 7 * kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1));
+  if (exact) {
+    ASSERT_FALSE(d.whole);
+    ASSERT_EQ(d.ranges.size(), 1u);
+    EXPECT_EQ(d.ranges[0].offset, page_off);
+  } else {
+    ExpectReports(d, 7 * kPage, 1, false, "after the fork");
+  }
 }
 
 // Kernel parts refused one by one: the tracker falls back (with a reason)
@@ -330,10 +396,8 @@ TEST(DirtyPages, RefusedKernelPartsFallBack) {
 
 // Pages discarded with MADV_DONTNEED read as zeros without any write: they
 // are reported, once.
-TEST(DirtyPages, DiscardedPagesAreReported) {
-  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
-  auto t = Tracker::Create(nullptr);
-  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+TEST_P(DirtyPagesBoth, DiscardedPagesAreReported) {
+  auto t = Make();
   const size_t len = 8 * kPage;
   auto* m = MapPrivate(len);
   ASSERT_NE(m, MAP_FAILED);
@@ -351,8 +415,7 @@ TEST(DirtyPages, DiscardedPagesAreReported) {
   EXPECT_TRUE(t->Collect()[h].ranges.empty()) << "reported once";
   m[3 * kPage] = 1;
   d = t->Collect()[h];
-  ASSERT_EQ(d.ranges.size(), 1u);
-  EXPECT_EQ(d.ranges[0].offset, 3 * kPage);
+  ExpectReports(d, 3 * kPage, exact() ? kPage : 1, exact(), "a write after the discard");
   t->Unregister(h);
   munmap(m, len);
 }
@@ -393,10 +456,8 @@ TEST(DirtyPages, HotRangeIsWholeThenTrackedAgain) {
 // Writes the kernel makes on the process's behalf (read(2) into the region,
 // as an MPI library's shared-memory or socket path does) succeed and count,
 // on a present page and on a page never touched.
-TEST(DirtyPages, KernelWritesAreReported) {
-  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
-  auto t = Tracker::Create(nullptr);
-  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+TEST_P(DirtyPagesBoth, KernelWritesAreReported) {
+  auto t = Make();
   const size_t len = 8 * kPage;
   auto* m = MapPrivate(len);
   ASSERT_NE(m, MAP_FAILED);
@@ -411,15 +472,67 @@ TEST(DirtyPages, KernelWritesAreReported) {
     ASSERT_EQ(read(p[0], m + page * kPage + 100, sizeof msg), static_cast<ssize_t>(sizeof msg));
     EXPECT_EQ(std::memcmp(m + page * kPage + 100, msg, sizeof msg), 0);
     auto d = t->Collect()[h];
-    ASSERT_FALSE(d.whole);
-    ASSERT_EQ(d.ranges.size(), 1u) << "page " << page;
-    EXPECT_EQ(d.ranges[0].offset, page * kPage);
-    EXPECT_EQ(d.ranges[0].len, kPage);
+    ExpectReports(d, exact() ? page * kPage : page * kPage + 100, exact() ? kPage : sizeof msg, exact(),
+                  "page " + std::to_string(page));
   }
   close(p[0]);
   close(p[1]);
   t->Unregister(h);
   munmap(m, len);
+}
+
+// kUffdSync: a sweep over a region faults once per block, the blocks growing
+// to Tracker::kMaxBlock, not once per page; the sweep is reported whole and
+// a later single write as one block.
+TEST(DirtyPagesSync, SweepFaultsPerBlock) {
+  if (std::string why = SkipUnless("sync"); !why.empty()) GTEST_SKIP() << why;
+  auto t = Tracker::Create("sync");
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdSync) << t->reason() << t->sync_refused();
+  const size_t len = 16 << 20;
+  auto* m = MapPrivate(len);
+  ASSERT_NE(m, MAP_FAILED);
+  std::memset(m, 1, len);
+  const int h = t->Register(m, len);
+  t->Collect();
+  ASSERT_TRUE(t->Collect()[h].ranges.empty());
+  const uint64_t before = t->sync_faults();
+  for (size_t i = 0; i < len; i += kPage) m[i] = 2;
+  const uint64_t faults = t->sync_faults() - before;
+  EXPECT_GE(faults, len / Tracker::kMaxBlock);
+  EXPECT_LE(faults, len / Tracker::kMaxBlock + 16) << "a fault per block, not per page (" << len / kPage << ")";
+  auto d = t->Collect()[h];
+  ExpectReports(d, 0, len, true, "the sweep");
+  m[len / 2 + 5] = 3;
+  d = t->Collect()[h];
+  ExpectReports(d, len / 2 + 5, 1, false, "one byte");
+  EXPECT_LE(d.ranges[0].len, Tracker::kMinBlock) << "a lone write unprotects one small block";
+  t->Unregister(h);
+  munmap(m, len);
+}
+
+// "sync" where no descriptor for kernel-mode faults is allowed: kUffdAsync,
+// and why.
+class NoPrivilegeOs final : public Os {
+ public:
+  Result<int> Userfaultfd(int flags) override {
+    if ((flags & UFFD_USER_MODE_ONLY) == 0) return Status::Error(EPERM, "userfaultfd");
+    return Os::Default()->Userfaultfd(flags);
+  }
+};
+
+TEST(DirtyPagesSync, RefusedFallsBackToAsync) {
+  if (!KernelHasAsyncWp()) GTEST_SKIP() << "no userfaultfd WP_ASYNC";
+  NoPrivilegeOs os;
+  auto t = Tracker::Create("sync", &os);
+  EXPECT_EQ(t->mode(), Tracker::Mode::kUffdAsync) << t->reason();
+  EXPECT_NE(t->sync_refused().find("CAP_SYS_PTRACE"), std::string::npos) << t->sync_refused();
+  std::vector<uint8_t> buf(4 * kPage, 1);
+  const int h = t->Register(buf.data(), buf.size());
+  t->Collect();
+  buf[kPage + 1] = 2;
+  auto d = t->Collect()[h];
+  EXPECT_FALSE(d.whole);
+  t->Unregister(h);
 }
 
 }  // namespace

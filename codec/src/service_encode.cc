@@ -166,7 +166,9 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
         run_status = plan.use ? parity_.CompleteDelta(keep, plan.ranges) : parity_.Complete();
       }
       if (getenv("DLCKPT_CODEC_TRACE")) {
-        Log(label + (spare ? " (parity)" : "") + ": prepare " + Fixed(t_run - t0) + " s, transport " +
+        // The start (CLOCK_MONOTONIC) shows how late each process began.
+        Log(label + (spare ? " (parity)" : "") + ": started " + Fixed(t0) + " (monotonic s), prepare " +
+            Fixed(t_run - t0) + " s, transport " +
             Fixed(t_complete - t_run) + " s, " + (spare ? "block checksums " + Fixed(Now() - t_complete) + " s, " : "") +
             (plan.use ? "delta of " + Fixed(plan.fraction) : "full (" + plan.why + ")") +
             (spare && parity_.last_prepare_fresh() ? ", new parity slot" : ""));

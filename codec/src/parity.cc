@@ -318,7 +318,8 @@ Status ParitySlots::Complete() {
   return WriteHeader(&m);
 }
 
-Status ParitySlots::CompleteDelta(uint64_t keep, std::span<const memfs::Store::ByteRange> changed) {
+Status ParitySlots::CompleteDelta(uint64_t keep, std::span<const memfs::Store::ByteRange> changed,
+                                  const std::vector<memfs::Store::ByteRange>* rewritten) {
   if (prepared_ < 0) return Status::InvalidArgument("parity: Complete without Prepare");
   Mapped& m = slots_[prepared_];
   prepared_ = -1;
@@ -329,15 +330,54 @@ Status ParitySlots::CompleteDelta(uint64_t keep, std::span<const memfs::Store::B
                             " that this one updates is not in the kept slot");
   }
   Mapped& k = slots_[kept_];
-  std::vector<uint32_t> crcs = ParityBlockCrcs(m.shm->data() + m.header_bytes, m.length, m.block);
+  const uint8_t* data = m.shm->data() + m.header_bytes;
   const uint8_t* kept_data = k.shm->data() + k.header_bytes;
+  const uint64_t nblocks = ParityBlockCount(m.length, m.block);
+  std::vector<uint32_t> crcs(nblocks, 0);
+  // Which blocks are resting (see parity.h), and the window of them to scrub.
+  std::vector<char> resting(nblocks, 0);
+  uint64_t nresting = 0;
+  if (rewritten != nullptr) {
+    std::fill(resting.begin(), resting.end(), 1);
+    auto clear = [&](std::span<const memfs::Store::ByteRange> ranges) {
+      for (const auto& r : BlocksMeeting(ranges, m.length, m.block)) {
+        for (uint64_t b = r.offset / m.block; b * m.block < r.offset + r.len && b < nblocks; ++b) resting[b] = 0;
+      }
+    };
+    clear(changed);
+    clear(*rewritten);
+    for (uint64_t b = 0; b < nblocks; ++b) {
+      const uint64_t lo = b * m.block, hi = std::min(lo + m.block, m.length);
+      // Only a whole block of the kept parity, of the same extent, can rest.
+      if (resting[b] && (lo >= k.length || hi != std::min(lo + k.block, k.length))) resting[b] = 0;
+      nresting += resting[b] ? 1 : 0;
+    }
+  }
+  // The scrub window: resting blocks from scrub_next_ on (wrapping).
+  std::vector<char> scrub(nblocks, 0);
+  if (nresting > 0) {
+    uint64_t want = std::min<uint64_t>(std::max(kScrubBlocks, nblocks / 8), nresting), b = scrub_next_ % nblocks;
+    for (uint64_t seen = 0; want > 0 && seen < nblocks; ++seen, b = (b + 1) % nblocks) {
+      if (resting[b]) {
+        scrub[b] = 1;
+        --want;
+      }
+    }
+    scrub_next_ = b;
+  }
   size_t r = 0;  // the first range of `changed` not wholly before the block
-  for (uint64_t b = 0; b < crcs.size() && b * m.block < k.length; ++b) {
+  for (uint64_t b = 0; b < nblocks; ++b) {
     const uint64_t lo = b * m.block;
     const uint64_t hi = std::min(lo + m.block, m.length);
     while (r < changed.size() && changed[r].offset + changed[r].len <= lo) ++r;
+    if (resting[b] && !scrub[b]) {
+      crcs[b] = k.crcs[b];
+      continue;
+    }
+    crcs[b] = Crc32c(data + lo, hi - lo);
+    if (lo >= k.length) continue;  // past the kept parity's end: nothing of it was taken
     const bool copied = !(r < changed.size() && changed[r].offset < hi) && hi == std::min(lo + k.block, k.length);
-    // A copied block carries the kept block's checksum: that proves both.
+    // A copied (or resting) block carries the kept block's checksum: that proves both.
     if (copied && crcs[b] == k.crcs[b]) continue;
     // Else the kept block it was computed from must be intact.
     if (Status st = CheckParityBlock(k.info.name, kept_data, k.length, b, k.crcs[b], k.block); !st.ok()) {

@@ -108,7 +108,22 @@ class ParitySlots {
   // own. Otherwise Corruption naming the slot and block; the new parity
   // stays incomplete, and a kept parity found damaged is no longer offered
   // by Kept (the next encode is a full one).
-  Status CompleteDelta(uint64_t keep, std::span<const memfs::Store::ByteRange> changed);
+  //
+  // `rewritten` (optional): the ranges the update wrote into the slot by
+  // copying from the kept parity. Given, every block that meets neither it
+  // nor `changed` is taken as resting: the slot held it before this update,
+  // and the caller guarantees its bytes equal the kept block's (the slot
+  // held the parity the kept one was updated from; DeltaParitySink's reuse).
+  // A resting block carries the kept block's checksum without being read,
+  // except a rotating window of them per call (kScrubBlocks, or an eighth of
+  // the blocks if that is more: each slot is read whole every 8 of its
+  // updates at most), which is checked (a mismatch: Corruption as above, after the kept block is
+  // checked). A resting block that went bad is therefore found by a later
+  // scrub, by Scan, or by Find before any rebuild reads it: never used.
+  Status CompleteDelta(uint64_t keep, std::span<const memfs::Store::ByteRange> changed,
+                       const std::vector<memfs::Store::ByteRange>* rewritten = nullptr);
+  // Resting blocks checked per CompleteDelta at least (above).
+  static constexpr uint64_t kScrubBlocks = 4;
 
   // The bytes of a complete parity (group, index, epoch, generation) held
   // here, for a rebuild. The mapping stays valid while this object lives.
@@ -163,6 +178,7 @@ class ParitySlots {
   Mapped slots_[2];
   int prepared_ = -1;
   int kept_ = -1;  // the slot the last Prepare kept, or -1
+  uint64_t scrub_next_ = 0;  // the resting block the next CompleteDelta checks first
   bool last_fresh_ = false;
 };
 

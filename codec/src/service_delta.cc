@@ -315,6 +315,8 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
     }
   }
   history_.valid = false;
+  delta_rewritten_.reset();
+  bool reused_slot = false;
   DeltaParitySink sink(
       map, plan.length, std::move(kept),
       [&](int output, uint64_t length, bool* reused) {
@@ -322,6 +324,7 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
         want.index = static_cast<uint32_t>(output);
         auto dst = parity_.Prepare(want, length, keep);
         *reused = reuse && dst.ok() && !parity_.last_prepare_fresh();
+        reused_slot = *reused;
         return dst;
       },
       reuse ? &stale : nullptr);
@@ -332,6 +335,9 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
   (void)stats;
   if (role_.kind == RoleKind::kSpare) {
     history_ = SlotHistory{true, info.epoch, keep, plan.length, kept_length, plan.ranges};
+    // Only the stale ranges were copied into the reused slot: the rest of it
+    // rests as it was (ParitySlots::CompleteDelta checks a window of it).
+    if (reused_slot) delta_rewritten_ = std::move(stale);
   }
   if (getenv("DLCKPT_CODEC_TRACE") && role_.kind == RoleKind::kSpare) {
     Log(label + ": copied " + std::to_string(sink.copied_bytes()) + " unchanged parity bytes in " +

@@ -163,7 +163,8 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       const double t_complete = Now();
       const bool spare = role_.kind == RoleKind::kSpare;  // spread members completed theirs
       if (run_status.ok() && spare) {
-        run_status = plan.use ? parity_.CompleteDelta(keep, plan.ranges) : parity_.Complete();
+        run_status = plan.use ? parity_.CompleteDelta(keep, plan.ranges, delta_rewritten_ ? &*delta_rewritten_ : nullptr)
+                              : parity_.Complete();
       }
       if (getenv("DLCKPT_CODEC_TRACE")) {
         // The start (CLOCK_MONOTONIC) shows how late each process began.

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -289,6 +290,10 @@ class Service {
     std::vector<memfs::Store::ByteRange> ranges;
   };
   SlotHistory history_;
+  // Spares: what the last RunDelta copied into a reused slot from the kept
+  // parity (its stale ranges), for CompleteDelta's resting blocks; empty
+  // when it copied every unchanged byte (a fresh slot, or no history).
+  std::optional<std::vector<memfs::Store::ByteRange>> delta_rewritten_;
   uint64_t last_encoded_ = 0;
   int encodes_ = 0;
   std::string protection_;  // "" when the configured protection holds

@@ -91,6 +91,19 @@ Result<std::vector<std::string>> Collective::Allgather(const std::string& mine) 
   return out;
 }
 
+Result<std::vector<std::string>> Collective::AllgatherFixed(const std::string& mine) {
+  const int len = static_cast<int>(mine.size());
+  std::string all(mine.size() * static_cast<size_t>(size_), '\0');
+  MPI_Request req;
+  DLCKPT_RETURN_IF_ERROR(
+      Check(MPI_Iallgather(mine.data(), len, MPI_CHAR, all.data(), len, MPI_CHAR, comm_, &req), "MPI_Iallgather"));
+  DLCKPT_RETURN_IF_ERROR(Wait(&req, "MPI_Iallgather", backoff_));
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(size_));
+  for (int i = 0; i < size_; ++i) out.push_back(all.substr(static_cast<size_t>(i) * mine.size(), mine.size()));
+  return out;
+}
+
 Result<uint64_t> Collective::Reduce(uint64_t mine, MPI_Op op) {
   uint64_t out = 0;
   MPI_Request req;

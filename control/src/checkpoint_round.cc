@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 
 #include "dlckpt/base/events.h"
 #include "dlckpt/control/acknowledged.h"
@@ -139,18 +140,29 @@ Result<uint64_t> CheckpointRound::Run() {
     if (!s.ok() && deferred_.ok()) deferred_ = s;
   }
 
-  // 0. Every store's epochs, and the plan all derive from them alike.
+  // 0. Every store's epochs, and the plan all derive from them alike. One
+  // collective: a flag (Prepare succeeded) and the epochs; only when a flag
+  // is down does an agreement carry the failing process's message. The
+  // names never change: gathered at the first round.
   Result<RoundEpochs> mine = store_->Prepare();
-  DLCKPT_RETURN_IF_ERROR(c_->Agree(mine.status(), "checkpoint"));
-  std::string blob(reinterpret_cast<const char*>(&*mine), sizeof(RoundEpochs));
-  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> blobs, c_->Allgather(blob));
-  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> names, c_->Allgather(name_));
+  std::string blob(1 + sizeof(RoundEpochs), '\0');
+  blob[0] = mine.ok() ? 1 : 0;
+  if (mine.ok()) std::memcpy(blob.data() + 1, &*mine, sizeof(RoundEpochs));
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> blobs, c_->AllgatherFixed(blob));
+  const bool every = std::all_of(blobs.begin(), blobs.end(), [](const std::string& b) { return !b.empty() && b[0] == 1; });
+  if (!every) {
+    DLCKPT_RETURN_IF_ERROR(c_->Agree(mine.status(), "checkpoint"));
+    return Status::Error(EPROTO, "checkpoint: a process reported no epochs, yet agreed");
+  }
+  if (names_.empty()) {
+    DLCKPT_ASSIGN_OR_RETURN(names_, c_->Allgather(name_));
+  }
   std::vector<RoundEpochs> all(blobs.size());
   for (size_t i = 0; i < blobs.size(); ++i) {
-    if (blobs[i].size() != sizeof(RoundEpochs)) return Status::Error(EPROTO, "checkpoint: malformed epochs");
-    std::copy(blobs[i].begin(), blobs[i].end(), reinterpret_cast<char*>(&all[i]));
+    if (blobs[i].size() != 1 + sizeof(RoundEpochs)) return Status::Error(EPROTO, "checkpoint: malformed epochs");
+    std::memcpy(&all[i], blobs[i].data() + 1, sizeof(RoundEpochs));
   }
-  DLCKPT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(all, names, o_.allow_mismatch));
+  DLCKPT_ASSIGN_OR_RETURN(RoundPlan plan, PlanRound(all, names_, o_.allow_mismatch));
   return Run(plan, *mine);
 }
 

@@ -58,6 +58,10 @@ class Collective final {
   Status Agree(const Status& mine, std::string_view what);
   // Every process's string, in rank order.
   Result<std::vector<std::string>> Allgather(const std::string& mine);
+  // The same for strings of one size on every process (one collective, not
+  // two); a process whose string has another size gets EPROTO, and the
+  // others may then block: only for sizes fixed by the caller's code.
+  Result<std::vector<std::string>> AllgatherFixed(const std::string& mine);
   // The maximum and minimum of every process's value.
   Result<uint64_t> Max(uint64_t mine);
   Result<uint64_t> Min(uint64_t mine);

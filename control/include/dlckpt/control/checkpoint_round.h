@@ -178,6 +178,7 @@ class CheckpointRound final {
   RoundStore* store_;
   RoundEncoder* encoder_;
   std::string name_;
+  std::vector<std::string> names_;  // every process's name_, from the first round
   RoundOptions o_;
   uint64_t in_flight_ = 0;
   uint64_t protected_ = 0;

@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -214,6 +215,10 @@ std::atomic<bool> g_said_region{false};
 // so that the handler's writes can never fault on a registered page.
 struct Shared {
   std::atomic<uint64_t> faults{0};
+  // Set (to the errno, or -1 for a poll event) when the handler stopped on
+  // its own: faults would no longer be resolved. Collect then degrades,
+  // which unregisters every range and wakes the waiting threads.
+  std::atomic<int> stopped{0};
 };
 
 // Removes the write protection of [b, e) (registered pages only: halved,
@@ -268,8 +273,20 @@ struct Tracker::Sync {
     for (;;) {
       int n = ::poll(fds, 2, -1);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 || (fds[1].revents & POLLIN)) return;
-      if ((fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) return;
+      if (n < 0 && (errno == ENOMEM || errno == EAGAIN)) {  // transient: try again shortly
+        const timespec ms{0, 1000000};
+        ::nanosleep(&ms, nullptr);
+        continue;
+      }
+      if (n < 0) {
+        shared->stopped.store(errno != 0 ? errno : -1);
+        return;
+      }
+      if (fds[1].revents & POLLIN) return;
+      if ((fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+        shared->stopped.store(-1);
+        return;
+      }
       ssize_t got = ::read(uffd, msgs, sizeof msgs);
       if (got <= 0) continue;  // EAGAIN: another reader took it
       for (size_t i = 0; i < static_cast<size_t>(got) / sizeof(uffd_msg); ++i) {
@@ -412,9 +429,19 @@ Tracker::Tracker(Os* os, Mode mode, std::string reason, int uffd, int pagemap)
 }
 
 Tracker::~Tracker() {
+  ReleaseKernel();
   StopSync();
-  os_->Close(uffd_);  // the kernel unregisters every range and drops the protection
+  os_->Close(uffd_);
   os_->Close(pagemap_);
+}
+
+void Tracker::ReleaseKernel() {
+  if (uffd_ < 0 || os_->Pid() != pid_) return;  // a forked child's copy acts on the parent
+  for (const auto& [h, r] : regs_) {
+    if (r.page_begin == r.page_end) continue;
+    uffdio_range range{r.page_begin, r.page_end - r.page_begin};
+    (void)os_->Ioctl(uffd_, UFFDIO_UNREGISTER, &range);
+  }
 }
 
 void Tracker::SayOnce() const {
@@ -426,8 +453,9 @@ void Tracker::Degrade(std::string reason) {
   if (mode_ == Mode::kWhole) return;
   mode_ = Mode::kWhole;
   reason_ = std::move(reason);
+  ReleaseKernel();  // wakes any thread waiting in a fault
   StopSync();
-  os_->Close(uffd_);  // any thread waiting in a fault is woken by the close
+  os_->Close(uffd_);
   os_->Close(pagemap_);
   uffd_ = pagemap_ = -1;
 }
@@ -608,6 +636,11 @@ Status Tracker::Scan(uintptr_t begin, uintptr_t end, uint64_t flags, uint64_t in
 std::map<int, Dirty> Tracker::Collect() {
   std::map<int, Dirty> out;
   if (tracking() && os_->Pid() != pid_) AfterFork();
+  if (sync_ && sync_->shared->stopped.load() != 0) {
+    const int e = sync_->shared->stopped.load();
+    Degrade("kUffdSync: the handler thread stopped (" +
+            (e > 0 ? Status::FromErrno(e, "poll").ToString() : std::string("an error event on the userfaultfd")) + ")");
+  }
   std::vector<PageRun> dirty;
   std::vector<int> hot, rearm;  // ranges that became hot, hot ranges to arm again
   std::vector<std::pair<uintptr_t, uintptr_t>> broken;  // runs whose mapping changed

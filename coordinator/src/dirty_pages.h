@@ -207,6 +207,14 @@ class Tracker {
   // Stops and joins it (a forked child, which has no such thread, only
   // forgets it).
   void StopSync();
+  // Unregisters every registered range from uffd_ (errors ignored: the
+  // memory may be gone), which drops its write protection and wakes any
+  // thread waiting in a fault there. Called while the handler still runs,
+  // before the descriptor is closed: closing it is not enough when a forked
+  // child holds a copy of it (the kernel keeps the registrations while any
+  // copy is open), and after the handler stops no protected page may be
+  // written, not even the tracker's own heap.
+  void ReleaseKernel();
 
   Os* os_;
   Mode mode_;

@@ -610,6 +610,67 @@ TEST(DirtyPagesSync, SweepFaultsPerBlock) {
   munmap(m, len);
 }
 
+// An Os whose PAGEMAP_SCAN fails once `fail` is set: Collect turns the
+// tracking off (Degrade).
+class FailingScanOs final : public Os {
+ public:
+  bool fail = false;
+  Result<long> Ioctl(int fd, unsigned long request, void* arg) override {
+    if (fail && request == PAGEMAP_SCAN) return Status::Error(EIO, "PAGEMAP_SCAN");
+    return Os::Default()->Ioctl(fd, request, arg);
+  }
+};
+
+// The tracker's end, and tracking turned off, drop every protection before
+// the handler stops. Were it left to the descriptor's close: a forked child
+// still holding a copy of the descriptor keeps the registrations alive, and
+// a write to a protected page (the region; in ~Tracker, the tracker's own
+// heap page) waits for a handler that is gone, for as long as the child
+// lives. A regression hangs here (ctest's timeout ends it).
+TEST(DirtyPagesSync, EndReleasesProtectionEvenWithAForkedChildHoldingTheDescriptor) {
+  if (std::string why = SkipUnless("sync"); !why.empty()) GTEST_SKIP() << why;
+  for (const bool degrade : {false, true}) {
+    SCOPED_TRACE(degrade ? "tracking turned off" : "tracker destroyed");
+    FailingScanOs os;
+    auto t = Tracker::Create("sync", &os);
+    ASSERT_EQ(t->mode(), Tracker::Mode::kUffdSync) << t->reason() << t->sync_refused();
+    const size_t len = 8 * kPage;
+    auto* m = MapPrivate(len);
+    ASSERT_NE(m, MAP_FAILED);
+    std::memset(m, 1, len);
+    const int h = t->Register(m, len);
+    // The tracker's own page too: protected while it is destroyed.
+    (void)t->Register(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(t.get()) & ~(kPage - 1)), kPage);
+    t->Collect();
+    t->Collect();
+    int go[2];
+    ASSERT_EQ(pipe(go), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {  // holds the inherited descriptors until the parent is done
+      close(go[1]);
+      char c;
+      (void)!read(go[0], &c, 1);
+      _exit(0);
+    }
+    close(go[0]);
+    if (degrade) {
+      os.fail = true;
+      EXPECT_TRUE(t->Collect()[h].whole);
+      EXPECT_EQ(t->mode(), Tracker::Mode::kWhole);
+      m[3 * kPage] = 2;  // was protected: must not wait
+      EXPECT_EQ(m[3 * kPage], 2);
+    }
+    t.reset();
+    m[5 * kPage] = 2;
+    EXPECT_EQ(m[5 * kPage], 2);
+    close(go[1]);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    munmap(m, len);
+  }
+}
+
 // "sync" where no descriptor for kernel-mode faults is allowed: kUffdAsync,
 // and why.
 class NoPrivilegeOs final : public Os {

@@ -169,18 +169,25 @@ Status Service::BroadcastCommand(uint32_t* cmd, std::string* payload) {
   uint64_t head[2] = {*cmd, payload->size()};
   if (head[1] > static_cast<uint64_t>(INT_MAX)) return Status::InvalidArgument("command payload too large");
   if (rank_ == 0) {
+    // A failure once a send is posted leaves some processes with the command
+    // and others without, and sends in flight: the job cannot go on
+    // (command_broken_; Serve returns the error, and dlckpt-codec ends the
+    // MPI job).
     std::vector<MPI_Request> reqs;
     reqs.reserve(2 * static_cast<size_t>(size_));
-    for (int r = 1; r < size_; ++r) {
+    Status st;
+    for (int r = 1; r < size_ && st.ok(); ++r) {
       reqs.emplace_back();
-      DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Isend(head, 2, MPI_UINT64_T, r, kTagHead, world_, &reqs.back()), "command"));
-      if (head[1] == 0) continue;
+      st = mpi::Check(MPI_Isend(head, 2, MPI_UINT64_T, r, kTagHead, world_, &reqs.back()), "command");
+      if (!st.ok() || head[1] == 0) continue;
       reqs.emplace_back();
-      DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Isend(payload->data(), static_cast<int>(head[1]), MPI_CHAR, r, kTagPayload,
-                                                  world_, &reqs.back()),
-                                        "command"));
+      st = mpi::Check(
+          MPI_Isend(payload->data(), static_cast<int>(head[1]), MPI_CHAR, r, kTagPayload, world_, &reqs.back()),
+          "command");
     }
-    return mpi::WaitAll(static_cast<int>(reqs.size()), reqs.data(), "command");
+    if (st.ok()) st = mpi::WaitAll(static_cast<int>(reqs.size()), reqs.data(), "command");
+    if (!st.ok()) command_broken_ = true;
+    return st;
   }
   MPI_Request req;
   DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Irecv(head, 2, MPI_UINT64_T, 0, kTagHead, world_, &req), "command"));
@@ -578,6 +585,10 @@ void Service::HandleRequest(protocol::FrameServer::Request& q) {
   Status sent = server_->Reply(q.id, reply_type, reply);
   if (!sent.ok()) Log("reply to " + q.peer + " failed: " + sent.ToString());
   if (cmd == kCmdShutdown) stop_ = true;
+  if (command_broken_) {
+    fatal_ = b.Prefixed("sending a command to the codec processes");
+    stop_ = true;
+  }
 }
 
 Status Service::Serve() {
@@ -602,7 +613,7 @@ Status Service::Serve() {
     if (q) HandleRequest(*q);
   }
   unlink(cfg_.rendezvous.c_str());
-  return Status::OK();
+  return fatal_;
 }
 
 Status RunService(MPI_Comm world, const ServiceConfig& config) {

@@ -304,6 +304,10 @@ class Service {
   std::unique_ptr<control::protocol::FrameServer> server_;
   std::string token_;
   bool stop_ = false;
+  // Rank 0: a command reached only some processes (BroadcastCommand); Serve
+  // stops and returns fatal_.
+  bool command_broken_ = false;
+  Status fatal_;
 };
 
 }  // namespace dlckpt::codec

@@ -96,7 +96,8 @@ Status CheckpointRound::Complete() {
   in_flight_ = 0;
   const std::string es = std::to_string(e);
   EncodeOutcome out;
-  if (encoder_ != nullptr) out = encoder_->Await(e);
+  if (encoder_ != nullptr) out = started_.ok() ? encoder_->Await(e) : EncodeOutcome{started_};
+  started_ = Status::OK();
   bool unknown = false;
   Status outcome = AgreeOutcome(out, "checkpoint of epoch " + es, &unknown);
   if (outcome.ok()) {
@@ -123,7 +124,7 @@ Result<uint64_t> CheckpointRound::Wait() {
   return protected_;
 }
 
-Result<uint64_t> CheckpointRound::Run() {
+Result<uint64_t> CheckpointRound::Run(const Status& local) {
   const size_t me = static_cast<size_t>(c_->rank());
   // Back-pressure: the previous epoch's encode must end before the next.
   last_wait_s_ = 0;
@@ -144,7 +145,7 @@ Result<uint64_t> CheckpointRound::Run() {
   // collective: a flag (Prepare succeeded) and the epochs; only when a flag
   // is down does an agreement carry the failing process's message. The
   // names never change: gathered at the first round.
-  Result<RoundEpochs> mine = store_->Prepare();
+  Result<RoundEpochs> mine = local.ok() ? store_->Prepare() : Result<RoundEpochs>(local);
   std::string blob(1 + sizeof(RoundEpochs), '\0');
   blob[0] = mine.ok() ? 1 : 0;
   if (mine.ok()) std::memcpy(blob.data() + 1, &*mine, sizeof(RoundEpochs));
@@ -199,8 +200,11 @@ Result<uint64_t> CheckpointRound::Run(const RoundPlan& plan, const RoundEpochs& 
   Status committed = store_->Commit(e);
   Status outcome = c_->Agree(committed, "commit of epoch " + es);
   if (me == 0) events::Emit(events::CkptCommit(e, outcome.code()));
-  // 2. Start the encode; then collect it (now, or in the next round).
-  if (outcome.ok()) outcome = AgreeStart(e, std::max(acked, plan.finish), "checkpoint of epoch " + es);
+  // 2. Start the encode; then collect it (now, or in the next round). In
+  // synchronous mode the start's outcome is agreed on with the encode's
+  // (Complete): a failed start drops the epoch there, as a failed encode.
+  const uint64_t keep = std::max(acked, plan.finish);
+  if (outcome.ok() && o_.async) outcome = AgreeStart(e, keep, "checkpoint of epoch " + es);
   if (!outcome.ok()) {
     Status dropped = committed.ok() ? store_->Abort(e) : Status::OK();
     Status d = c_->Agree(dropped, "dropping epoch " + es);
@@ -210,6 +214,7 @@ Result<uint64_t> CheckpointRound::Run(const RoundPlan& plan, const RoundEpochs& 
   }
   in_flight_ = e;
   if (o_.async) return e;
+  if (encoder_ != nullptr) started_ = encoder_->Start(e, keep);
   DLCKPT_RETURN_IF_ERROR(Complete());
   return e;
 }

@@ -247,8 +247,8 @@ Status Checkpoint() {
     intercept::ArmWriteHook(nullptr);
     OnFirstWrite();
   }
-  DLCKPT_RETURN_IF_ERROR(st.collective->Agree(memory::StoreRegions(st.store), "dlckpt_checkpoint"));
-  Result<uint64_t> epoch = st.round->Run();
+  // Storing the regions is agreed on in the round's first collective.
+  Result<uint64_t> epoch = st.round->Run(memory::StoreRegions(st.store));
   memory::CheckpointEnded(epoch.status());
   if (st.drainer) st.drainer->OnProtected(st.round->protected_epoch());
   g_next_epoch = epoch.ok() ? *epoch + 1 : st.store->epochs().next;

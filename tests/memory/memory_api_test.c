@@ -2,8 +2,9 @@
  * it under mpiexec; each rank's store is removed by dlckpt_finalize):
  * argument errors, protect / unprotect / re-protect, a checkpoint and a
  * recover, a size different from the checkpoint's (an error naming the
- * region, no byte overwritten), a region dropped by unprotect, and the
- * message of each error. Prints "memory_api_test: ok" on rank 0. */
+ * region, no byte overwritten), a region dropped by unprotect, a region one
+ * rank cannot store (every rank's checkpoint fails, nothing is committed),
+ * and the message of each error. Prints "memory_api_test: ok" on rank 0. */
 #include <errno.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -37,6 +38,7 @@ static int g_rank;
   } while (0)
 
 int main(int argc, char** argv) {
+  setenv("DLCKPT_STORE_CAPACITY", "4M", 1); /* see the region one rank cannot store */
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   uint64_t a[512], b[100], big[200];
@@ -100,6 +102,25 @@ int main(int argc, char** argv) {
   CHECK(dlckpt_protect(1, a, sizeof a) == 0);
   EXPECT_FAIL(dlckpt_recover(), ENOENT, "region 1 is not in the checkpoint");
   CHECK(a[0] == 0x1111111111111111ULL);
+
+  /* A region one rank cannot store (its store holds 4 MiB): the checkpoint
+   * fails on every rank with that rank's error, before anything is
+   * committed; dropped again, the next checkpoint goes through. */
+  const long long protected_before = dlckpt_protected_epoch();
+  const size_t huge_len = (size_t)6 << 20;
+  uint8_t* huge = malloc(huge_len);
+  CHECK(huge != NULL);
+  memset(huge, 7, huge_len);
+  if (g_rank == 1) CHECK(dlckpt_protect(5, huge, huge_len) == 0);
+  EXPECT_FAIL(dlckpt_checkpoint(), ENOSPC, "region 5");
+  CHECK(dlckpt_protected_epoch() == protected_before);
+  if (g_rank == 1) CHECK(dlckpt_unprotect(5) == 0);
+  free(huge);
+  if (dlckpt_checkpoint() != 0) die(g_rank, "dlckpt_checkpoint after a refused one");
+  CHECK(dlckpt_protected_epoch() > protected_before);
+  memset(big, 0, sizeof big);
+  CHECK(dlckpt_recover_region(2) == 0);
+  CHECK(memcmp(big, big0, sizeof big) == 0);
 
   if (dlckpt_finalize() != 0) die(g_rank, "dlckpt_finalize");
   EXPECT_FAIL(dlckpt_recover(), EINVAL, "dlckpt_init first");

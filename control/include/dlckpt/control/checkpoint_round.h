@@ -139,7 +139,11 @@ class CheckpointRound final {
   // Asynchronous mode first completes the encode in flight (back-pressure);
   // if that encode failed, the error is logged and kept for Wait, and the new
   // round goes on (its epoch supersedes the failed one).
-  Result<uint64_t> Run();
+  // `local`: this participant's own readiness (the application API passes
+  // the outcome of storing its memory regions): a failure on any participant
+  // fails the round everywhere before anything is committed, with that
+  // participant's message. It travels in the round's first collective.
+  Result<uint64_t> Run(const Status& local = Status::OK());
   // The same round on a plan the caller made: every participant passes the
   // plan PlanRound derived from every participant's epochs as Prepare
   // reports them, and `mine`, its own (for a caller that gathers more than
@@ -184,6 +188,9 @@ class CheckpointRound final {
   uint64_t protected_ = 0;
   double last_wait_s_ = 0;
   Status deferred_;  // an asynchronous encode's failure, for Wait
+  // Synchronous mode: participant 0's start of the encode in flight, whose
+  // failure Complete agrees on with the outcome (one agreement, not two).
+  Status started_;
 };
 
 }  // namespace dlckpt::control

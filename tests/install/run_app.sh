@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_app.sh RUN_DIR APP xor|rs -- APP_ARGS...
-# (DLCKPT_RUN_EXTRA: more dlckpt-run options, e.g. --preload; DLCKPT_RUN_AT:
-# when to kill instead of checkpoint:3, e.g. phase:write:3.)
+# (DLCKPT_RUN_EXTRA: more dlckpt-run options, e.g. --preload, where @TMP@
+# stands for a fresh directory removed at the end (--persist @TMP@);
+# DLCKPT_RUN_AT: when to kill instead of checkpoint:3, e.g. phase:write:3.)
 # Runs APP once failure-free (plain mpiexec-local, 4 ranks) and once under
 # RUN_DIR/dlckpt-run on 4 virtual nodes with node vn2 killed right after
 # checkpoint 3 (XOR: 1 spare; RS: 2 spares, vn1 and vn2 killed), and checks
@@ -15,6 +16,7 @@ shift 3
 [ "${1:-}" = -- ] && shift
 job="ia$(basename "$app" | tr -cd 'a-z0-9')${scheme}x$$"
 out=$(mktemp)
+tmpd=$(mktemp -d)
 cleanup() {
   for j in "$job" "${job}ref"; do
     for p in $(grep -ls "DLCKPT_JOB=$j" /proc/[0-9]*/environ 2>/dev/null); do
@@ -24,6 +26,7 @@ cleanup() {
     rm -rf /dev/shm/dlckpt-veloc."$j".*
   done
   rm -f "$out"
+  rm -rf "$tmpd"
 }
 trap cleanup EXIT
 fail() { echo "FAIL ($(basename "$app") $scheme): $*" >&2; cat "$out" >&2; exit 1; }
@@ -38,6 +41,7 @@ else
   layout=(--nodes 4 --spares 2 --scheme rs); victims=vn1,vn2
 fi
 read -r -a extra <<<"${DLCKPT_RUN_EXTRA:-}"
+extra=("${extra[@]/@TMP@/$tmpd}")
 timeout -k 5 90 "$run_dir/dlckpt-run" --job "$job" "${layout[@]}" "${extra[@]}" --kill-node "$victims" \
   --at "${DLCKPT_RUN_AT:-checkpoint:3}" -- "$app" "$@" >"$out" 2>&1
 rc=$?

@@ -272,7 +272,10 @@ int main(int argc, char** argv) {
     std::vector<ByteRange> history;  // the last step's union U
     uint64_t prev_len = 0;
     double copy_ms = 0;
-    DeltaPacker packer;
+    // $DLCKPT_BENCH_PACK=1: the delta packed into a buffer first (PackDelta),
+    // as the service did before it passed new and old bytes in place.
+    const bool pack = std::getenv("DLCKPT_BENCH_PACK") != nullptr && std::string(std::getenv("DLCKPT_BENCH_PACK")) == "1";
+    std::vector<uint8_t> packed;
     uint64_t parity_len = 0;
 
     // Full encode of the acknowledged epoch into b; returns the slowest rank's seconds.
@@ -314,10 +317,13 @@ int main(int argc, char** argv) {
       }
       double t_plan = MPI_Wtime();
       auto map = std::make_shared<const PackedMap>(p.ranges);
-      std::vector<Extent> in_ext;
-      if (data) {
-        auto packed = packer.Pack(p.old_image, p.new_image, p.ranges, p.own);
+      std::vector<Extent> in_ext, in_old;
+      if (data && pack) {
+        packed.resize(RangeBytes(p.ranges));
+        PackDelta(p.old_image, p.new_image, p.ranges, p.own, packed.data());
         in_ext.push_back(Extent{packed.data(), packed.size()});
+      } else if (data) {
+        DeltaInputs(p.old_image, p.new_image, p.ranges, p.own, &in_ext, &in_old);
       }
       double t_pack = MPI_Wtime();
       std::vector<std::span<const uint8_t>> kept(static_cast<size_t>(shape.k));
@@ -336,7 +342,7 @@ int main(int argc, char** argv) {
           },
           have_history ? &stale : nullptr);
       if (spare && !sink.PrepareAhead(g_rank - shape.n).ok()) Die("prepare");
-      auto st = (*transport)->Run(spec, in_ext, &sink);
+      auto st = (*transport)->Run(spec, in_ext, &sink, in_old);
       if (!st.ok()) Die(st.status().ToString());
       if (spare) copy_ms = sink.copy_seconds() * 1e3;
       if (std::getenv("DLCKPT_BENCH_TRACE")) {

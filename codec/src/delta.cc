@@ -132,6 +132,76 @@ void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_im
   }
 }
 
+namespace {
+
+// Appends [p, p + n) to `out`, merged with the last extent where they touch
+// (two holes, or adjacent bytes).
+void Emit(std::vector<Extent>* out, const uint8_t* p, uint64_t n) {
+  if (n == 0) return;
+  if (!out->empty()) {
+    Extent& last = out->back();
+    if ((last.data == nullptr && p == nullptr) || (last.data != nullptr && p == last.data + last.len)) {
+      last.len += static_cast<size_t>(n);
+      return;
+    }
+  }
+  out->push_back(Extent{p, static_cast<size_t>(n)});
+}
+
+// Image bytes [x, x + n) of `image` appended to `out` as extents (holes past
+// its end and where its extents are holes). Offsets never decrease.
+class Slicer {
+ public:
+  explicit Slicer(std::span<const Extent> image) : ex_(image) {}
+  void Append(uint64_t x, uint64_t n, std::vector<Extent>* out) {
+    while (n > 0) {
+      while (i_ < ex_.size() && start_ + ex_[i_].len <= x) start_ += ex_[i_++].len;
+      if (i_ == ex_.size()) {
+        Emit(out, nullptr, n);
+        return;
+      }
+      const uint64_t take = std::min<uint64_t>(n, start_ + ex_[i_].len - x);
+      Emit(out, ex_[i_].data != nullptr ? ex_[i_].data + (x - start_) : nullptr, take);
+      x += take;
+      n -= take;
+    }
+  }
+
+ private:
+  std::span<const Extent> ex_;
+  size_t i_ = 0;
+  uint64_t start_ = 0;
+};
+
+}  // namespace
+
+void DeltaInputs(std::span<const Extent> old_image, std::span<const Extent> new_image,
+                 std::span<const ByteRange> ranges, std::span<const ByteRange> own, std::vector<Extent>* fresh,
+                 std::vector<Extent>* old) {
+  fresh->clear();
+  old->clear();
+  Slicer a(old_image), b(new_image);
+  size_t oi = 0;
+  for (const ByteRange& r : ranges) {
+    uint64_t x = r.offset;
+    const uint64_t end = r.offset + r.len;
+    while (x < end) {
+      while (oi < own.size() && own[oi].offset + own[oi].len <= x) ++oi;
+      uint64_t n;
+      if (oi < own.size() && own[oi].offset <= x) {  // inside an own range: both images' bytes
+        n = std::min(end, own[oi].offset + own[oi].len) - x;
+        b.Append(x, n, fresh);
+        a.Append(x, n, old);
+      } else {  // known equal: nothing to add
+        n = (oi < own.size() ? std::min(end, own[oi].offset) : end) - x;
+        Emit(fresh, nullptr, n);
+        Emit(old, nullptr, n);
+      }
+      x += n;
+    }
+  }
+}
+
 PackedMap::PackedMap(std::vector<ByteRange> ranges) : ranges_(std::move(ranges)) {
   uint64_t sum = 0;
   prefix_.reserve(ranges_.size());

@@ -445,6 +445,70 @@ TEST(DeltaRanges, PackedMapAndSpareUpdate) {
   }
 }
 
+// DeltaInputs gives the packed delta as two extent lists, never formed:
+// their xor is PackDelta's output, byte for byte, for images cut into
+// random extents (images of different lengths) and random ranges and own
+// ranges.
+TEST(DeltaRanges, DeltaInputsXorIsThePackedDelta) {
+  std::mt19937 rng(11);
+  // Cuts `bytes` into extents of random lengths (a store's image: blocks).
+  auto cut = [&](std::vector<uint8_t>& bytes) {
+    std::vector<Extent> out;
+    for (size_t at = 0; at < bytes.size();) {
+      const size_t n = std::min<size_t>(bytes.size() - at, 1 + rng() % 3000);
+      out.push_back(Extent{bytes.data() + at, n});
+      at += n;
+    }
+    return out;
+  };
+  auto ranges = [&](uint64_t limit, int count) {
+    std::vector<ByteRange> r;
+    uint64_t at = 0;
+    for (int i = 0; i < count && at < limit; ++i) {
+      at += rng() % 2000;
+      const uint64_t len = 1 + rng() % 3000;
+      if (at >= limit) break;
+      r.push_back(ByteRange{at, std::min(len, limit - at)});
+      at += len;
+    }
+    return r;
+  };
+  for (int round = 0; round < 200; ++round) {
+    std::vector<uint8_t> old_bytes(rng() % 20000), new_bytes(rng() % 20000);
+    for (auto& b : old_bytes) b = static_cast<uint8_t>(rng());
+    for (auto& b : new_bytes) b = static_cast<uint8_t>(rng());
+    const auto old_e = cut(old_bytes), new_e = cut(new_bytes);
+    const uint64_t limit = std::max(old_bytes.size(), new_bytes.size()) + 100;
+    const auto u = ranges(limit, 1 + static_cast<int>(rng() % 8));
+    const auto own = rng() % 3 == 0 ? u : ranges(limit, 1 + static_cast<int>(rng() % 8));
+    std::vector<uint8_t> packed(RangeBytes(u));
+    PackDelta(old_e, new_e, u, own, packed.data());
+    std::vector<Extent> fresh, old;
+    DeltaInputs(old_e, new_e, u, own, &fresh, &old);
+    auto flat = [](const std::vector<Extent>& ex) {
+      std::vector<uint8_t> v;
+      for (const Extent& e : ex) {
+        if (e.data == nullptr) {
+          v.insert(v.end(), e.len, 0);
+        } else {
+          v.insert(v.end(), e.data, e.data + e.len);
+        }
+      }
+      return v;
+    };
+    std::vector<uint8_t> a = flat(fresh), b = flat(old);
+    ASSERT_EQ(a.size(), packed.size()) << "round " << round;
+    ASSERT_EQ(b.size(), packed.size()) << "round " << round;
+    for (size_t i = 0; i < packed.size(); ++i) {
+      ASSERT_EQ(static_cast<uint8_t>(a[i] ^ b[i]), packed[i]) << "round " << round << " byte " << i;
+    }
+    // Extents that touch are merged: no two holes in a row.
+    for (size_t i = 1; i < fresh.size(); ++i) {
+      EXPECT_FALSE(fresh[i - 1].data == nullptr && fresh[i].data == nullptr) << "round " << round;
+    }
+  }
+}
+
 TEST(DeltaRanges, StripeUnionAndInSegment) {
   // Segments of 8192 bytes, 4 KiB alignment: chunk 0 is segment 0 of its
   // member, chunk 1 segment 3 of its; a range crossing the segment's end

@@ -1,4 +1,4 @@
-// delta_transport.cc — DeltaPacker and DeltaParitySink (contract in
+// delta_transport.cc — DeltaParitySink (contract in
 // dlckpt/codec/delta_transport.h).
 #include "dlckpt/codec/delta_transport.h"
 
@@ -6,20 +6,6 @@
 #include <cstring>
 
 namespace dlckpt::codec {
-
-std::span<const uint8_t> DeltaPacker::Pack(std::span<const Extent> old_image,
-                                           std::span<const Extent> new_image,
-                                           std::span<const ByteRange> ranges,
-                                           std::span<const ByteRange> own) {
-  uint64_t n = RangeBytes(ranges);
-  if (n > capacity_) {
-    buf_.reset(new uint8_t[n]);  // not value-initialised: PackDelta writes every byte
-    capacity_ = n;
-    if (memfs::PretouchEnabled()) memfs::PretouchPages(buf_.get(), n);
-  }
-  PackDelta(old_image, new_image, ranges, own, buf_.get());
-  return {buf_.get(), n};
-}
 
 DeltaParitySink::DeltaParitySink(std::shared_ptr<const PackedMap> map, uint64_t length,
                                  std::vector<std::span<const uint8_t>> kept, PrepareFn prepare,

@@ -76,6 +76,18 @@ void Xor2(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t len) {
 
 void XorInto(uint8_t* dst, const uint8_t* src, size_t len) { Xor2(dst, dst, src, len); }
 
+void Xor3Into(uint8_t* dst, const uint8_t* a, const uint8_t* b, size_t len) {
+  if (len >= 128 && Aligned32(dst) && Aligned32(a) && Aligned32(b)) {
+    for (size_t off = 0; off < len; off += kMaxIsalLen) {
+      void* array[4] = {dst + off, const_cast<uint8_t*>(a) + off, const_cast<uint8_t*>(b) + off, dst + off};
+      xor_gen(4, static_cast<int>(std::min(kMaxIsalLen, len - off)), array);
+    }
+    return;
+  }
+  XorFallback(dst, dst, a, len);
+  XorFallback(dst, dst, b, len);
+}
+
 const char* SchemeName(Scheme scheme) {
   return scheme == Scheme::kXor ? "xor" : "reed-solomon";
 }
@@ -172,6 +184,38 @@ void Combination::AccumulateOne(int j, int i, const uint8_t* src, size_t len,
     ec_encode_data_update(static_cast<int>(std::min(kMaxIsalLen, len - off)), s_, 1, i, row,
                           const_cast<uint8_t*>(src) + off, &o);
   }
+}
+
+void Combination::Set2(int i, const uint8_t* a, const uint8_t* b, size_t len, std::span<uint8_t* const> outs) const {
+  if (len == 0) return;
+  if (is_xor_) {
+    Xor2(outs[0], a, b, len);
+    for (size_t j = 1; j < outs.size(); ++j) std::memcpy(outs[j], outs[0], len);
+    return;
+  }
+  Set(i, a, len, outs);
+  Accumulate(i, b, len, outs);
+}
+
+void Combination::Accumulate2(int i, const uint8_t* a, const uint8_t* b, size_t len,
+                              std::span<uint8_t* const> outs) const {
+  if (len == 0) return;
+  if (is_xor_) {
+    for (uint8_t* out : outs) Xor3Into(out, a, b, len);
+    return;
+  }
+  Accumulate(i, a, len, outs);
+  Accumulate(i, b, len, outs);
+}
+
+void Combination::AccumulateOne2(int j, int i, const uint8_t* a, const uint8_t* b, size_t len, uint8_t* out) const {
+  if (len == 0) return;
+  if (is_xor_) {
+    Xor3Into(out, a, b, len);
+    return;
+  }
+  AccumulateOne(j, i, a, len, out);
+  AccumulateOne(j, i, b, len, out);
 }
 
 // outs[j][0..len) = Σ over live sources; srcs holds one pointer per live

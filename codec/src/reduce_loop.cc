@@ -10,6 +10,7 @@
 // be in flight); a sink error is recorded for its output, whose remaining
 // bytes are received and dropped so that no message stays in flight.
 #include <cstring>
+#include <utility>
 
 #include "reduce_transport_impl.h"
 
@@ -45,17 +46,24 @@ void ReduceTransport::Impl::ComputeItem(const Ring& r, const Item& item, uint8_t
   const double t0 = NowSeconds();
   uint8_t* outs[ErasureCode::kMaxChunks];
   const std::span<uint8_t* const> out_span(outs, static_cast<size_t>(r.m));
-  ForEachPiece(item.off, item.len, [&](const uint8_t* src, size_t at, size_t take) {
+  ForEachPiece(item.off, item.len, [&](const uint8_t* a, const uint8_t* b, size_t at, size_t take) {
     for (int j = 0; j < r.m; ++j) outs[j] = buf + j * item.len + at;
-    if (src == nullptr) {  // a hole: zeros, which add nothing
+    if (a == nullptr) std::swap(a, b);
+    if (a == nullptr) {  // a hole: zeros, which add nothing
       if (item.t == 0)
         for (int j = 0; j < r.m; ++j) std::memset(outs[j], 0, take);
       return;
     }
     if (item.t == 0) {
-      r.comb->Set(src_, src, take, out_span);
+      if (b != nullptr) {
+        r.comb->Set2(src_, a, b, take, out_span);
+      } else {
+        r.comb->Set(src_, a, take, out_span);
+      }
+    } else if (b != nullptr) {
+      r.comb->Accumulate2(src_, a, b, take, out_span);
     } else {
-      r.comb->Accumulate(src_, src, take, out_span);
+      r.comb->Accumulate(src_, a, take, out_span);
     }
   });
   if (item.t == 0) {  // past the end of this source's image: zeros
@@ -227,8 +235,13 @@ Status ReduceTransport::Impl::Loop(const ReduceSpec& spec, OutputSink* sink, Red
               uint8_t* slice = p.c >= 0 ? r.owner_bufs[p.c] : target_[msg.output] + msg.off;
               if (r.folder >= 0 && r.folder == src_ && mode_[msg.output] != Mode::kDiscard) {
                 const double t0 = NowSeconds();  // add this rank's own contribution
-                ForEachPiece(msg.off, msg.len, [&](const uint8_t* src, size_t at, size_t take) {
-                  if (src != nullptr) comb_->AccumulateOne(msg.output, src_, src, take, slice + at);
+                ForEachPiece(msg.off, msg.len, [&](const uint8_t* a, const uint8_t* b, size_t at, size_t take) {
+                  if (a == nullptr) std::swap(a, b);
+                  if (a != nullptr && b != nullptr) {
+                    comb_->AccumulateOne2(msg.output, src_, a, b, take, slice + at);
+                  } else if (a != nullptr) {
+                    comb_->AccumulateOne(msg.output, src_, a, take, slice + at);
+                  }
                 });
                 stats->compute_seconds += NowSeconds() - t0;
               }

@@ -111,8 +111,8 @@ Status OrderedSink::Finish(int output) {
   return Status::OK();
 }
 
-Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
-                                               std::span<const Extent> input, OutputSink* sink) {
+Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec, std::span<const Extent> input,
+                                               OutputSink* sink, std::span<const Extent> input_xor) {
   const double t_start = NowSeconds();
   where_ = (spec.label.empty() ? std::string("codec transport") : spec.label) + " (rank " +
            std::to_string(rank_) + ")";
@@ -127,6 +127,8 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
   my_len_ = 0;
   extents_.clear();
   ext_off_.clear();
+  extents2_.clear();
+  ext_off2_.clear();
   sink_error_ = Status::OK();
   if (local.ok()) {
     comb_ = spec.combination.get();
@@ -142,6 +144,21 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec,
         extents_.push_back(e);
         ext_off_.push_back(my_len_);
         my_len_ += e.len;
+      }
+      uint64_t len2 = 0;
+      for (const Extent& e : input_xor) {
+        if (e.len == 0) continue;
+        extents2_.push_back(e);
+        ext_off2_.push_back(len2);
+        len2 += e.len;
+      }
+      if (!input_xor.empty() && len2 != my_len_) {
+        local = Status::InvalidArgument(where_ + ": the second input has " + std::to_string(len2) +
+                                        " bytes, the first " + std::to_string(my_len_));
+      }
+      if (my_len_ == 0) {
+        extents2_.clear();
+        ext_off2_.clear();
       }
     }
     if (local.ok()) local = BuildRings(spec);
@@ -260,8 +277,8 @@ Result<std::unique_ptr<ReduceTransport>> ReduceTransport::Create(MPI_Comm comm,
 }
 
 Result<ReduceStats> ReduceTransport::Run(const ReduceSpec& spec, std::span<const Extent> input,
-                                         OutputSink* sink) {
-  return impl_->Run(spec, input, sink);
+                                         OutputSink* sink, std::span<const Extent> input_xor) {
+  return impl_->Run(spec, input, sink, input_xor);
 }
 
 void ReduceTransport::set_progress(ProgressFn fn) { impl_->set_progress(std::move(fn)); }

@@ -101,7 +101,8 @@ class ReduceTransport::Impl {
   Impl(MPI_Comm comm, int rank, int size, const Options& options)
       : comm_(comm), rank_(rank), size_(size), options_(options) {}
 
-  Result<ReduceStats> Run(const ReduceSpec& spec, std::span<const Extent> input, OutputSink* sink);
+  Result<ReduceStats> Run(const ReduceSpec& spec, std::span<const Extent> input, OutputSink* sink,
+                          std::span<const Extent> input_xor = {});
   void set_progress(ReduceTransport::ProgressFn fn) { progress_ = std::move(fn); }
 
  private:
@@ -190,8 +191,9 @@ class ReduceTransport::Impl {
     reqs_.push_back(req);
     pending_.push_back({kind, ring, a, b, c});
   }
-  // Calls fn(src, offset - off, len) for the pieces of this source's image
-  // within [off, off + len); src is null for a hole (zeros).
+  // Calls fn(a, b, offset - off, len) for the pieces of this source's image
+  // within [off, off + len): its bytes are a xor b; a or b is null for a
+  // hole (zeros), b always without a second input (input_xor).
   template <class Fn>
   void ForEachPiece(uint64_t off, size_t len, Fn fn) const;
   void ComputeItem(const Ring& r, const Item& item, uint8_t* buf, ReduceStats* stats);
@@ -229,6 +231,8 @@ class ReduceTransport::Impl {
   uint64_t length_ = 0, my_len_ = 0;
   std::vector<Extent> extents_;    // non-empty input extents
   std::vector<uint64_t> ext_off_;  // their offsets in the image
+  std::vector<Extent> extents2_;    // the same of input_xor (empty: none)
+  std::vector<uint64_t> ext_off2_;
 
   std::vector<MPI_Request> reqs_;
   std::vector<Pending> pending_;
@@ -239,13 +243,21 @@ template <class Fn>
 void ReduceTransport::Impl::ForEachPiece(uint64_t off, size_t len, Fn fn) const {
   const uint64_t end = std::min<uint64_t>(off + len, my_len_);
   if (off >= end) return;
+  // Both lists cover [0, my_len_) without gaps (Run checks the lengths).
+  const bool two = !extents2_.empty();
   size_t e = std::upper_bound(ext_off_.begin(), ext_off_.end(), off) - ext_off_.begin() - 1;
-  for (uint64_t pos = off; pos < end; ++e) {
+  size_t f = two ? std::upper_bound(ext_off2_.begin(), ext_off2_.end(), off) - ext_off2_.begin() - 1 : 0;
+  for (uint64_t pos = off; pos < end;) {
     const uint64_t ext_end = ext_off_[e] + extents_[e].len;
-    const size_t take = static_cast<size_t>(std::min(end, ext_end) - pos);
-    const uint8_t* data = extents_[e].data;  // null: a hole
-    fn(data != nullptr ? data + (pos - ext_off_[e]) : nullptr, static_cast<size_t>(pos - off), take);
-    pos += take;
+    const uint64_t ext2_end = two ? ext_off2_[f] + extents2_[f].len : ext_end;
+    const uint64_t stop = std::min({end, ext_end, ext2_end});
+    const uint8_t* a = extents_[e].data;  // null: a hole
+    const uint8_t* b = two ? extents2_[f].data : nullptr;
+    fn(a != nullptr ? a + (pos - ext_off_[e]) : nullptr, b != nullptr ? b + (pos - ext_off2_[f]) : nullptr,
+       static_cast<size_t>(pos - off), static_cast<size_t>(stop - pos));
+    pos = stop;
+    if (pos == ext_end) ++e;
+    if (two && pos == ext2_end) ++f;
   }
 }
 

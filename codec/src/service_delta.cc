@@ -281,12 +281,10 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
                          const protocol::ParityReport& info, uint64_t keep, const std::string& label,
                          std::span<const Extent> new_image) {
   auto map = std::make_shared<const PackedMap>(plan.ranges);
-  std::vector<Extent> input;
-  if (role_.kind == RoleKind::kData) {
-    if (!packer_) packer_ = std::make_unique<DeltaPacker>();
-    auto packed = packer_->Pack(delta_old_, new_image, plan.ranges, delta_own_);
-    input.push_back(Extent{packed.data(), packed.size()});
-  }
+  // A data node's delta (old xor new over the plan's ranges) goes to the
+  // transport as its new and old bytes, read in place (never packed).
+  std::vector<Extent> input, input_old;
+  if (role_.kind == RoleKind::kData) DeltaInputs(delta_old_, new_image, plan.ranges, delta_own_, &input, &input_old);
   std::vector<std::span<const uint8_t>> kept(static_cast<size_t>(g.k()));
   bool reuse = false;
   std::vector<memfs::Store::ByteRange> stale;
@@ -331,7 +329,7 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
   // The copy of the unchanged parity overlaps the data nodes' packing. An
   // error here comes back from Begin inside Run, which every rank must enter.
   if (role_.kind == RoleKind::kSpare) (void)sink.PrepareAhead(role_.index);
-  DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(EncodeSpec(code, label), input, &sink));
+  DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(EncodeSpec(code, label), input, &sink, input_old));
   (void)stats;
   if (role_.kind == RoleKind::kSpare) {
     history_ = SlotHistory{true, info.epoch, keep, plan.length, kept_length, plan.ranges};
@@ -354,20 +352,12 @@ Status Service::RunSpreadDelta(const Group& g, protocol::ParityReport info, uint
   const uint64_t seg = plan.length;
   const auto me = static_cast<uint32_t>(role_.index);
   info.index = me;
-  // This member's packed deltas: stripe by stripe where it holds data, its
-  // segment there over U_s (the segments ascend with the stripes).
-  std::vector<memfs::Store::ByteRange> mine;
-  std::vector<uint64_t> at(n, 0);
+  // This member's delta bytes, stripe by stripe where it holds data: its
+  // segment there over U_s, read in place as new and old bytes (below).
   uint64_t total = 0;
   for (uint32_t s = 0; s < n; ++s) {
-    if (!control::SpreadHoldsData(n, k, me, s)) continue;
-    at[s] = total;
-    auto r = InSegment(plan.stripes[s], control::SpreadSegmentOf(n, k, me, s), seg);
-    mine.insert(mine.end(), r.begin(), r.end());
-    total += RangeBytes(plan.stripes[s]);
+    if (control::SpreadHoldsData(n, k, me, s)) total += RangeBytes(plan.stripes[s]);
   }
-  if (!packer_) packer_ = std::make_unique<DeltaPacker>();
-  auto packed = packer_->Pack(delta_old_, new_image, mine, delta_own_);
   // The kept parity object: segment j is parity j of stripe (me - j) mod n,
   // output j of that stripe's run, updated over that stripe's U. Not found,
   // or of another length (it was there for the plan): Begin fails inside
@@ -410,12 +400,15 @@ Status Service::RunSpreadDelta(const Group& g, protocol::ParityReport info, uint
     // member skips the same runs (the plan is the same everywhere).
     if (u == 0) continue;
     ReduceSpec spec = internal::SpreadStripeSpec(code->encoder(), n, k, s, label + " (stripe " + std::to_string(s) + " delta)");
-    std::vector<Extent> input;
-    if (control::SpreadHoldsData(n, k, me, s)) input.push_back({packed.data() + at[s], static_cast<size_t>(u)});
+    std::vector<Extent> input, input_old;
+    if (control::SpreadHoldsData(n, k, me, s)) {
+      DeltaInputs(delta_old_, new_image, InSegment(plan.stripes[s], control::SpreadSegmentOf(n, k, me, s), seg),
+                  delta_own_, &input, &input_old);
+    }
     // The sink of the output this member owns in the stripe, if any.
     const uint32_t j = (me + n - s) % n;
     DeltaParitySink* sink = sinks[j < k ? j : 0].get();
-    DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(spec, input, sink));
+    DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(spec, input, sink, input_old));
     (void)stats;
   }
   if (base == nullptr) return Status::Error(EPROTO, label + ": no spread parity delta reached member " + cfg_.node);

@@ -275,10 +275,9 @@ class Service {
   uint64_t second_slot_bytes_ = 0;  // spare: the slot to reserve after the next encode (0: none)
   bool serving_ = false;  // Serve(): warm up after a HELLO (not in one-shot modes)
   // Incremental encode: this data node's image of the kept epoch and its
-  // changed ranges (from LocalDelta), and the buffer its deltas are packed in.
+  // changed ranges (from LocalDelta).
   std::vector<Extent> delta_old_;
   std::vector<memfs::Store::ByteRange> delta_own_;
-  std::unique_ptr<DeltaPacker> packer_;
   // Spares: the last encode this process wrote, if it was a delta that
   // completed: its epoch, the kept epoch it updated (whose parity then
   // stays in the other slot), both lengths and the union U it changed. The

@@ -102,6 +102,33 @@ Scattered Scatter(const Bytes& bytes, uint64_t seed) {
   return s;
 }
 
+// The bytes as two inputs whose xor they are (ReduceTransport::Run's
+// input_xor, as an incremental encode passes new and old bytes): a = bytes
+// xor m, b = m, each scattered its own way; m is zero over a middle stretch,
+// given there as a hole (a null extent) in b.
+struct SplitInput {
+  Scattered a, b;
+};
+SplitInput SplitXor(const Bytes& bytes, uint64_t seed) {
+  Bytes m(bytes.size()), x(bytes.size());
+  const size_t lo = bytes.size() / 3, hi = 2 * bytes.size() / 3;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    m[i] = i >= lo && i < hi ? 0 : static_cast<uint8_t>(Mix64(seed + i));
+    x[i] = bytes[i] ^ m[i];
+  }
+  SplitInput s;
+  s.a = Scatter(x, seed * 3 + 1);
+  Bytes head(m.begin(), m.begin() + static_cast<std::ptrdiff_t>(lo)), tail(m.begin() + static_cast<std::ptrdiff_t>(hi), m.end());
+  s.b = Scatter(head, seed * 5 + 2);
+  Scattered t = Scatter(tail, seed * 7 + 3);
+  s.b.extents.push_back(Extent{nullptr, hi - lo});
+  for (auto& p : t.pieces) s.b.pieces.push_back(std::move(p));
+  for (size_t i = s.b.pieces.size() - t.pieces.size(); i < s.b.pieces.size(); ++i) {
+    s.b.extents.push_back({s.b.pieces[i].data(), s.b.pieces[i].size()});
+  }
+  return s;
+}
+
 // A sink that takes bytes through Write() and checks each arrives once.
 class CountingSink final : public OutputSink {
  public:
@@ -181,12 +208,17 @@ class GroupTest {
     return parity;
   }
 
-  void Encode(int epoch) {
-    std::string label = "group " + std::to_string(g_.id) + " encode epoch " + std::to_string(epoch);
+  // `split`: every data chunk's image given as two inputs (SplitXor).
+  void Encode(int epoch, bool split = false) {
+    std::string label = "group " + std::to_string(g_.id) + " encode epoch " + std::to_string(epoch) +
+                        (split ? " (split input)" : "");
     Scattered input;
-    if (is_data()) input = Scatter(Data(chunk_, epoch), epoch * 131 + chunk_);
+    SplitInput two;
+    if (is_data() && !split) input = Scatter(Data(chunk_, epoch), epoch * 131 + chunk_);
+    if (is_data() && split) two = SplitXor(Data(chunk_, epoch), epoch * 131 + chunk_);
     BufferSink sink;
-    auto stats = t_->Run(EncodeSpec(code_, label), input.extents, is_data() ? nullptr : &sink);
+    auto stats = split ? t_->Run(EncodeSpec(code_, label), two.a.extents, is_data() ? nullptr : &sink, two.b.extents)
+                       : t_->Run(EncodeSpec(code_, label), input.extents, is_data() ? nullptr : &sink);
     CHECK(stats.ok(), "%s", stats.status().ToString().c_str());
     if (stats.ok() && epoch == 0 && g_.id == 0 && chunk_ == 0) {
       std::printf("group 0 encode epoch 0: L = %llu, chunk %zu bytes\n",
@@ -266,7 +298,7 @@ class GroupTest {
 
   // Loses `lost` chunks and rebuilds `lost` on `targets` (chunk ids = ranks).
   void Rebuild(int epoch, const std::vector<int>& lost, const std::vector<int>& targets,
-               SinkKind kind) {
+               SinkKind kind, bool split = false) {
     std::string label = "group " + std::to_string(g_.id) + " rebuild epoch " + std::to_string(epoch);
     std::vector<int> chunk_ranks(n() + k());
     for (int c = 0; c < n() + k(); ++c) chunk_ranks[c] = c;
@@ -276,12 +308,21 @@ class GroupTest {
     if (!spec.ok()) return;
     const bool i_am_lost = std::find(lost.begin(), lost.end(), chunk_) != lost.end();
     Scattered input;
+    SplitInput two;
     if (!i_am_lost) {
       if (is_data()) {
-        input = Scatter(Data(chunk_, epoch), epoch * 977 + chunk_);
+        if (split) {
+          two = SplitXor(Data(chunk_, epoch), epoch * 977 + chunk_);
+        } else {
+          input = Scatter(Data(chunk_, epoch), epoch * 977 + chunk_);
+        }
       } else {
         CHECK(parity_epoch_ == epoch, "no parity of epoch %d", epoch);
-        input = Scatter(parity_, epoch * 17 + chunk_);
+        if (split) {
+          two = SplitXor(parity_, epoch * 17 + chunk_);
+        } else {
+          input = Scatter(parity_, epoch * 17 + chunk_);
+        }
       }
     }
     BufferSink buffer_sink;
@@ -296,7 +337,7 @@ class GroupTest {
     OutputSink* sink = kind == SinkKind::kCounting ? static_cast<OutputSink*>(&counting)
                        : kind == SinkKind::kOrdered ? static_cast<OutputSink*>(&ordered)
                                                     : &buffer_sink;
-    auto stats = t_->Run(*spec, input.extents, sink);
+    auto stats = split ? t_->Run(*spec, two.a.extents, sink, two.b.extents) : t_->Run(*spec, input.extents, sink);
     CHECK(stats.ok(), "%s", stats.status().ToString().c_str());
     if (!stats.ok()) return;
     for (size_t w = 0; w < lost.size(); ++w) {
@@ -510,6 +551,10 @@ int main(int argc, char** argv) {
     // One data chunk rebuilt on the first spare, which owns the only output
     // and is a source: it folds its parity in instead of joining the ring.
     t.Rebuild(epoch, {(epoch + 2) % n}, {n}, kind(2));
+    // The same and the encode with every source's bytes given as two inputs
+    // whose xor they are (ring and fold).
+    t.Rebuild(epoch, {(epoch + 2) % n}, {n}, kind(1), true);
+    t.Encode(epoch, true);
     // Two outputs, one owned by a spare that is a source (its own ring), one
     // by a rank that is not (a ring of all sources): two rings at once.
     if (k >= 2 && n >= 2) {

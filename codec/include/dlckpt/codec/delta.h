@@ -48,6 +48,15 @@ std::vector<ByteRange> MemberDelta(std::span<const memfs::Store::ImageDelta> sto
 void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_image,
                std::span<const ByteRange> ranges, std::span<const ByteRange> own, uint8_t* out);
 
+// The same bytes as PackDelta, as two extent lists whose xor they are, for
+// ReduceTransport::Run's second input: over `ranges` one after the other,
+// *fresh holds new_image's and *old old_image's bytes inside `own`, both
+// holes (null) elsewhere and past an image's end. Nothing is copied; the
+// extents point into the images (valid while they are).
+void DeltaInputs(std::span<const Extent> old_image, std::span<const Extent> new_image,
+                 std::span<const ByteRange> ranges, std::span<const ByteRange> own, std::vector<Extent>* fresh,
+                 std::vector<Extent>* old);
+
 // Spread layout (dlckpt/control/stripes.h): member images cut into
 // segments of `seg` bytes, segment t holding image bytes [t·seg, (t+1)·seg).
 // StripeUnion: the changed ranges of one stripe in segment coordinates

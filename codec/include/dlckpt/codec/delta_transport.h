@@ -1,10 +1,11 @@
 // dlckpt/codec/delta_transport.h — the two ends of an incremental encode on
 // the MPI transport (reduce_transport.h), on top of the math of delta.h.
 //
-// Data nodes pack (old xor new) of their member image over the group's
-// union of changed ranges U (DeltaPacker) and contribute the packed bytes
-// to the same ring reduce-scatter as a full encode: it delivers the packed
-// parity deltas sum_i c_ji * delta_i to the spares. Spare j writes the parity
+// Data nodes contribute (old xor new) of their member image over the
+// group's union of changed ranges U, packed one range after the other, to
+// the same ring reduce-scatter as a full encode, as two inputs read in place
+// (DeltaInputs: the new and the old bytes; the xor is never formed): it
+// delivers the packed parity deltas sum_i c_ji * delta_i to the spares. Spare j writes the parity
 // of the new epoch into the slot that does not hold the kept one
 // (DeltaParitySink): the unchanged bytes copied from the kept parity, the
 // changed ones = kept xor packed delta. The kept parity is only read, so a
@@ -32,23 +33,6 @@
 #include "dlckpt/codec/reduce_transport.h"
 
 namespace dlckpt::codec {
-
-// Packs a member's delta into a buffer it keeps for the next encode (grown
-// when needed, never shrunk: fresh pages are slow on first write).
-class DeltaPacker {
- public:
-  // The first Pack that needs a larger buffer pre-touches its pages (one
-  // word per page, dlckpt/memfs/memfs.h "Pre-touch") before writing them.
-  // (old xor new) over `ranges` (the group's union), reading only inside
-  // `own` (the member's own changed ranges); see PackDelta. The returned
-  // bytes stay valid until the next Pack.
-  std::span<const uint8_t> Pack(std::span<const Extent> old_image, std::span<const Extent> new_image,
-                                std::span<const ByteRange> ranges, std::span<const ByteRange> own);
-
- private:
-  std::unique_ptr<uint8_t[]> buf_;
-  uint64_t capacity_ = 0;
-};
 
 // Spare side of a delta encode (see the file comment). `kept[j]`: the kept
 // parity of output j (j as in the spec; outputs this process does not own

@@ -71,6 +71,12 @@ class Combination final {
   void Accumulate(int i, const uint8_t* src, size_t len, std::span<uint8_t* const> outs) const;
   // out[0..len) ^= c[j][i] · src[0..len) for the single output j.
   void AccumulateOne(int j, int i, const uint8_t* src, size_t len, uint8_t* out) const;
+  // The same three for source i's bytes given as a xor b (a delta, old xor
+  // new, never formed): by linearity c·(a^b) = c·a ^ c·b. XOR reads a and b
+  // once, in one pass with the output.
+  void Set2(int i, const uint8_t* a, const uint8_t* b, size_t len, std::span<uint8_t* const> outs) const;
+  void Accumulate2(int i, const uint8_t* a, const uint8_t* b, size_t len, std::span<uint8_t* const> outs) const;
+  void AccumulateOne2(int j, int i, const uint8_t* a, const uint8_t* b, size_t len, uint8_t* out) const;
 
   // Whole-stripe: outputs[j] = Σ_i c[j][i]·sources[i], each source zero-padded
   // to the outputs' common length. EINVAL if counts differ, outputs differ in
@@ -151,6 +157,8 @@ std::string DescribeChunks(std::span<const int> chunks, int n);
 void Xor2(uint8_t* out, const uint8_t* a, const uint8_t* b, uint64_t len);
 // dst[0..len) ^= src[0..len) (any alignment): Xor2(dst, dst, src, len).
 void XorInto(uint8_t* dst, const uint8_t* src, size_t len);
+// dst[0..len) ^= a[0..len) ^ b[0..len) in one pass (any alignment).
+void Xor3Into(uint8_t* dst, const uint8_t* a, const uint8_t* b, size_t len);
 
 }  // namespace dlckpt::codec
 

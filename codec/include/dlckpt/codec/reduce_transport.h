@@ -182,8 +182,12 @@ class ReduceTransport final {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
+  // `input_xor` (optional, sources only): a second list of extents of the
+  // same total length as `input`; this source's image is then input xor
+  // input_xor, never formed (an incremental encode passes the new and the
+  // old bytes of its changed ranges). Same contract as `input`.
   Result<ReduceStats> Run(const ReduceSpec& spec, std::span<const Extent> input,
-                          OutputSink* sink);
+                          OutputSink* sink, std::span<const Extent> input_xor = {});
 
   // Called on this rank during every Run, at most every 0.25 s, with an
   // estimate of its work done as bytes of the padded output length L (from

@@ -19,7 +19,7 @@
 //          step of a shape, untimed, sets up that history;
 //   auto   what the service does (service_delta.cc): the plan, then delta if
 //          the packed fraction is at most --threshold (default: the
-//          service's, 0.35 for XOR, 0.5 for Reed-Solomon), else full.
+//          service's for the spares layout, 0.7), else full.
 // Every delta result is checked byte for byte against the full one. Times
 // are the slowest rank's, median over --iters. Per shape, METRIC lines:
 //   METRIC incremental_encode_<n>to<k>_<p>pct <auto/full> ratio target <= T
@@ -97,7 +97,7 @@ struct Args {
   std::vector<double> fractions{0.01, 0.1, 0.5, 1.0};
   size_t mib = 256;
   int iters = 3;
-  double threshold = 0;  // 0: the service's default per scheme (0.35 XOR, 0.5 RS)
+  double threshold = 0;  // 0: the service's default for the spares layout (0.7)
   std::string prefix;  // store names: <prefix>.r<rank>; default /dlckpt.benchdelta<pid of rank 0>
 };
 
@@ -125,8 +125,8 @@ void DefineOptions(CLI::App& app, Args* a) {
       ->expected(1, 1 << 20);
   app.add_option("--iters", a->iters, "encodes per case; the median is reported (3)")->option_text("I");
   app.add_option("--threshold", a->threshold,
-                 "the largest packed fraction encoded as a delta (0: the service's default per scheme, 0.35 "
-                 "XOR, 0.5 RS)")
+                 "the largest packed fraction encoded as a delta (0: the service's default for the spares "
+                 "layout, 0.7)")
       ->option_text("F");
   app.add_option("--prefix", a->prefix, "store names <prefix>.r<rank> (default /dlckpt.benchdelta<pid of rank 0>)")
       ->option_text("/NAME");
@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
       Plan p = MakePlan(comm, my_store, from, e);
       *fraction = p.fraction;
       if (union_out) *union_out = p.ranges;
-      const double threshold = args.threshold > 0 ? args.threshold : shape.k == 1 ? 0.35 : 0.5;
+      const double threshold = args.threshold > 0 ? args.threshold : 0.7;  // codec/src/service_delta.cc
       if (automatic && p.fraction > threshold) {
         std::vector<Extent> in_ext = data ? p.new_image : std::vector<Extent>{};
         SlotSink sink(spare ? b->data : nullptr);

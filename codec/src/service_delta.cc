@@ -45,11 +45,18 @@ namespace {
 
 // Measured (bench/README.md, "Incremental encode"; bench/ckpt_model.py
 // --incremental): the packed fraction up to which a delta encode is faster
-// than a full one. XOR (4:1): crossover 0.35-0.43; Reed-Solomon (8:2, whose
-// full encode costs more per byte): 0.53-0.62. The smaller measured value,
-// rounded down, so that "auto" never picks the slower of the two.
-constexpr double kThresholdXor = 0.35;
-constexpr double kThresholdRs = 0.5;
+// than a full one; the smaller measured value, rounded down, so that "auto"
+// never picks the slower of the two.
+// - Spares layout, since the delta is read in place (2026-11-29): XOR (4:1)
+//   crossover 0.77-0.88, Reed-Solomon (8:2) 0.79-0.81.
+// - Spread layout (and both layouts before, with the delta packed first):
+//   XOR 0.35-0.43, Reed-Solomon 0.53-0.62. Not measured again: a spread
+//   stripe packs the union of its members' changes, so its packed fraction
+//   grows faster than the changed one, and the old values stay.
+constexpr double kThresholdXor = 0.7;
+constexpr double kThresholdRs = 0.7;
+constexpr double kThresholdSpreadXor = 0.35;
+constexpr double kThresholdSpreadRs = 0.5;
 }  // namespace
 
 DeltaMode DeltaModeFromEnv() {
@@ -60,8 +67,9 @@ DeltaMode DeltaModeFromEnv() {
   return DeltaMode::kAuto;
 }
 
-double DeltaThreshold(Scheme scheme) {
-  const double def = scheme == Scheme::kXor ? kThresholdXor : kThresholdRs;
+double DeltaThreshold(Scheme scheme, bool spread) {
+  const double def = spread ? (scheme == Scheme::kXor ? kThresholdSpreadXor : kThresholdSpreadRs)
+                            : (scheme == Scheme::kXor ? kThresholdXor : kThresholdRs);
   const char* v = std::getenv("DLCKPT_DELTA_THRESHOLD");
   if (v == nullptr) return def;
   double t = std::strtod(v, nullptr);

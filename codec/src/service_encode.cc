@@ -105,8 +105,8 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
     const Group& g = layout_.groups[i];
     const bool mine = role_.kind != RoleKind::kStandby && static_cast<size_t>(role_.group) == i;
     if (rank_ != 0 && !mine) continue;
-    plans[i] = g.spread ? internal::PlanSpreadDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()))
-                        : internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme()));
+    plans[i] = g.spread ? internal::PlanSpreadDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme(), true))
+                        : internal::PlanDelta(g, keep, records, delta_infos, delta_mode, internal::DeltaThreshold(g.scheme(), false));
   }
   if (rank_ == 0) {
     int use = 0;

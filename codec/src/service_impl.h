@@ -96,8 +96,9 @@ double EncodeHold(uint64_t epoch);
 enum class DeltaMode { kAuto, kOn, kOff };
 DeltaMode DeltaModeFromEnv();
 // $DLCKPT_DELTA_THRESHOLD if in (0, 1], else the measured default for the
-// scheme (bench/README.md, "Incremental encode": where a delta stops paying).
-double DeltaThreshold(Scheme scheme);
+// scheme and layout (bench/README.md, "Incremental encode": where a delta
+// stops paying).
+double DeltaThreshold(Scheme scheme, bool spread);
 // More changed ranges than this in one member: no delta (the list travels in
 // the encode's exchange).
 inline constexpr size_t kMaxDeltaRanges = size_t{1} << 18;

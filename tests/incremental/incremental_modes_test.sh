@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The choice between delta and full encode, through the environment that
 # dlckpt-run passes to the codec: DLCKPT_DELTA unset (auto) encodes a 10 %
-# rewrite as deltas and a 60 % rewrite in full (above the measured
-# threshold); DLCKPT_DELTA=off never encodes a delta; DLCKPT_DELTA=on does
-# even at 60 %. Every run must give the failure-free checksum. The codec's
+# and a 50 % rewrite as deltas and a 90 % rewrite in full (above the
+# measured threshold of the spares layout, 0.7 for XOR); DLCKPT_DELTA=off
+# never encodes a delta; DLCKPT_DELTA=on does even at 90 %. Every run must give the failure-free checksum. The codec's
 # "encode-delta E <groups by delta>/<groups> ..." events tell what it chose.
 #
 # usage: incremental_modes_test.sh BIN_DIR TEST_BIN_DIR
@@ -12,7 +12,7 @@ bin=$1 tbin=$2
 base="incmodes$$"
 out=$(mktemp)
 cleanup() {
-  for j in "$base"a "$base"b "$base"c "$base"d "${base}ref"; do
+  for j in "$base"a "$base"b "$base"c "$base"d "$base"e "${base}ref"; do
     rm -f /dev/shm/dlckpt."$j".* 2>/dev/null
     rm -rf "/tmp/dlckpt-run.$j"
   done
@@ -50,10 +50,12 @@ run() {
 
 read -r d f < <(run "$base"a auto 0.1) || exit 1
 [ "$d" -ge 3 ] && [ "$f" = 0 ] || fail "auto at 10 %: $d delta and $f full encodes after the first"
-read -r d f < <(run "$base"b auto 0.6) || exit 1
-[ "$d" = 0 ] && [ "$f" -ge 3 ] || fail "auto at 60 %: $d delta and $f full encodes after the first"
+read -r d f < <(run "$base"e auto 0.5) || exit 1
+[ "$d" -ge 3 ] && [ "$f" = 0 ] || fail "auto at 50 %: $d delta and $f full encodes after the first"
+read -r d f < <(run "$base"b auto 0.9) || exit 1
+[ "$d" = 0 ] && [ "$f" -ge 3 ] || fail "auto at 90 %: $d delta and $f full encodes after the first"
 read -r d f < <(run "$base"c off 0.1) || exit 1
 [ "$d" = 0 ] || fail "DLCKPT_DELTA=off: $d delta encodes"
-read -r d f < <(run "$base"d on 0.6) || exit 1
-[ "$d" -ge 3 ] || fail "DLCKPT_DELTA=on at 60 %: only $d delta encodes"
+read -r d f < <(run "$base"d on 0.9) || exit 1
+[ "$d" -ge 3 ] || fail "DLCKPT_DELTA=on at 90 %: only $d delta encodes"
 echo "incremental_modes_test: ok"

@@ -110,29 +110,26 @@ std::vector<ByteRange> InSegment(std::span<const ByteRange> u, uint32_t t, uint6
   return out;
 }
 
-void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_image,
-               std::span<const ByteRange> ranges, std::span<const ByteRange> own, uint8_t* out) {
-  Cursor a(old_image), b(new_image);
+namespace {
+
+// Calls piece(x, n, inside) for the consecutive pieces of `ranges` (sorted,
+// disjoint), in order: inside when the piece lies in an `own` range.
+template <class Fn>
+void ForEachOwnPiece(std::span<const ByteRange> ranges, std::span<const ByteRange> own, Fn piece) {
   size_t oi = 0;
   for (const ByteRange& r : ranges) {
-    uint64_t x = r.offset, end = r.offset + r.len;
+    uint64_t x = r.offset;
+    const uint64_t end = r.offset + r.len;
     while (x < end) {
       while (oi < own.size() && own[oi].offset + own[oi].len <= x) ++oi;
-      uint64_t n;
-      if (oi < own.size() && own[oi].offset <= x) {  // inside an own range: old xor new
-        n = std::min(end, own[oi].offset + own[oi].len) - x;
-        XorImages(a, b, x, n, out);
-      } else {  // known equal: zeros
-        n = (oi < own.size() ? std::min(end, own[oi].offset) : end) - x;
-        std::memset(out, 0, n);
-      }
+      const bool inside = oi < own.size() && own[oi].offset <= x;
+      const uint64_t n = (inside ? std::min(end, own[oi].offset + own[oi].len)
+                                 : (oi < own.size() ? std::min(end, own[oi].offset) : end)) - x;
+      piece(x, n, inside);
       x += n;
-      out += n;
     }
   }
 }
-
-namespace {
 
 // Appends [p, p + n) to `out`, merged with the last extent where they touch
 // (two holes, or adjacent bytes).
@@ -148,58 +145,49 @@ void Emit(std::vector<Extent>* out, const uint8_t* p, uint64_t n) {
   out->push_back(Extent{p, static_cast<size_t>(n)});
 }
 
-// Image bytes [x, x + n) of `image` appended to `out` as extents (holes past
-// its end and where its extents are holes). Offsets never decrease.
-class Slicer {
- public:
-  explicit Slicer(std::span<const Extent> image) : ex_(image) {}
-  void Append(uint64_t x, uint64_t n, std::vector<Extent>* out) {
-    while (n > 0) {
-      while (i_ < ex_.size() && start_ + ex_[i_].len <= x) start_ += ex_[i_++].len;
-      if (i_ == ex_.size()) {
-        Emit(out, nullptr, n);
-        return;
-      }
-      const uint64_t take = std::min<uint64_t>(n, start_ + ex_[i_].len - x);
-      Emit(out, ex_[i_].data != nullptr ? ex_[i_].data + (x - start_) : nullptr, take);
-      x += take;
-      n -= take;
-    }
+// Image bytes [x, x + n) appended to `out` as extents (a hole past the
+// image's end). Offsets never decrease between calls on one cursor.
+void Slice(Cursor& c, uint64_t x, uint64_t n, std::vector<Extent>* out) {
+  while (n > 0) {
+    uint64_t run = 0;
+    const uint8_t* p = c.At(x, &run);
+    const uint64_t take = std::min(run, n);
+    Emit(out, p, take);
+    x += take;
+    n -= take;
   }
-
- private:
-  std::span<const Extent> ex_;
-  size_t i_ = 0;
-  uint64_t start_ = 0;
-};
+}
 
 }  // namespace
+
+void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_image,
+               std::span<const ByteRange> ranges, std::span<const ByteRange> own, uint8_t* out) {
+  Cursor a(old_image), b(new_image);
+  ForEachOwnPiece(ranges, own, [&](uint64_t x, uint64_t n, bool inside) {
+    if (inside) {
+      XorImages(a, b, x, n, out);  // old xor new
+    } else {
+      std::memset(out, 0, n);  // known equal: zeros
+    }
+    out += n;
+  });
+}
 
 void DeltaInputs(std::span<const Extent> old_image, std::span<const Extent> new_image,
                  std::span<const ByteRange> ranges, std::span<const ByteRange> own, std::vector<Extent>* fresh,
                  std::vector<Extent>* old) {
   fresh->clear();
   old->clear();
-  Slicer a(old_image), b(new_image);
-  size_t oi = 0;
-  for (const ByteRange& r : ranges) {
-    uint64_t x = r.offset;
-    const uint64_t end = r.offset + r.len;
-    while (x < end) {
-      while (oi < own.size() && own[oi].offset + own[oi].len <= x) ++oi;
-      uint64_t n;
-      if (oi < own.size() && own[oi].offset <= x) {  // inside an own range: both images' bytes
-        n = std::min(end, own[oi].offset + own[oi].len) - x;
-        b.Append(x, n, fresh);
-        a.Append(x, n, old);
-      } else {  // known equal: nothing to add
-        n = (oi < own.size() ? std::min(end, own[oi].offset) : end) - x;
-        Emit(fresh, nullptr, n);
-        Emit(old, nullptr, n);
-      }
-      x += n;
+  Cursor a(old_image), b(new_image);
+  ForEachOwnPiece(ranges, own, [&](uint64_t x, uint64_t n, bool inside) {
+    if (inside) {  // both images' bytes
+      Slice(b, x, n, fresh);
+      Slice(a, x, n, old);
+    } else {  // known equal: nothing to add
+      Emit(fresh, nullptr, n);
+      Emit(old, nullptr, n);
     }
-  }
+  });
 }
 
 PackedMap::PackedMap(std::vector<ByteRange> ranges) : ranges_(std::move(ranges)) {

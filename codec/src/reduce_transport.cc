@@ -156,10 +156,6 @@ Result<ReduceStats> ReduceTransport::Impl::Run(const ReduceSpec& spec, std::span
         local = Status::InvalidArgument(where_ + ": the second input has " + std::to_string(len2) +
                                         " bytes, the first " + std::to_string(my_len_));
       }
-      if (my_len_ == 0) {
-        extents2_.clear();
-        ext_off2_.clear();
-      }
     }
     if (local.ok()) local = BuildRings(spec);
     if (local.ok()) local = Reserve();

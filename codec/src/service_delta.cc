@@ -334,8 +334,8 @@ Status Service::RunDelta(const Group& g, const ErasureCode& code, const internal
         return dst;
       },
       reuse ? &stale : nullptr);
-  // The copy of the unchanged parity overlaps the data nodes' packing. An
-  // error here comes back from Begin inside Run, which every rank must enter.
+  // The copy of the unchanged parity, before the run. An error here comes
+  // back from Begin inside Run, which every rank must enter.
   if (role_.kind == RoleKind::kSpare) (void)sink.PrepareAhead(role_.index);
   DLCKPT_ASSIGN_OR_RETURN(auto stats, group_transport_->Run(EncodeSpec(code, label), input, &sink, input_old));
   (void)stats;

@@ -51,7 +51,8 @@ void PackDelta(std::span<const Extent> old_image, std::span<const Extent> new_im
 // The same bytes as PackDelta, as two extent lists whose xor they are, for
 // ReduceTransport::Run's second input: over `ranges` one after the other,
 // *fresh holds new_image's and *old old_image's bytes inside `own`, both
-// holes (null) elsewhere and past an image's end. Nothing is copied; the
+// holes (null) elsewhere and past an image's end. The images hold no holes
+// themselves (as memfs images: ExtentCursor). Nothing is copied; the
 // extents point into the images (valid while they are).
 void DeltaInputs(std::span<const Extent> old_image, std::span<const Extent> new_image,
                  std::span<const ByteRange> ranges, std::span<const ByteRange> own, std::vector<Extent>* fresh,

@@ -52,8 +52,8 @@ class DeltaParitySink final : public OutputSink {
                   const std::vector<ByteRange>* stale = nullptr);
 
   // Optional, before the transport's Run: prepares output j's new parity
-  // and copies its unchanged bytes now, overlapping the data nodes' packing
-  // (Begin then finds it done).
+  // and copies its unchanged bytes now, while the data nodes start their
+  // ring (Begin then finds it done).
   Status PrepareAhead(int output);
 
   Result<uint8_t*> Begin(int output, uint64_t packed_length) override;

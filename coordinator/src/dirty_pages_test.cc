@@ -328,8 +328,13 @@ TEST(DirtyPages, SharedMappingIsCopiedWhole) {
 TEST_P(DirtyPagesBoth, ForkedChildStartsWhole) {
   auto t = Make();
   const bool exact = this->exact();
-  std::vector<uint8_t> buf(16 * kPage, 1);
-  const int h = t->Register(buf.data(), buf.size());
+  // A mapping of its own: a heap buffer would share its edge pages with
+  // allocations that Collect and the test make between the writes.
+  const size_t len = 16 * kPage;
+  uint8_t* buf = MapPrivate(len);
+  ASSERT_NE(buf, MAP_FAILED);
+  std::memset(buf, 1, len);
+  const int h = t->Register(buf, len);
   t->Collect();
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -351,7 +356,7 @@ TEST_P(DirtyPagesBoth, ForkedChildStartsWhole) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   buf[7 * kPage] = 4;  // written after the fork (the page is copy-on-write now)
   auto d = t->Collect()[h];
-  const uint64_t page_off = 7 * kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1));
+  const uint64_t page_off = 7 * kPage - (reinterpret_cast<uintptr_t>(buf) & (kPage - 1));
   if (exact) {
     ASSERT_FALSE(d.whole);
     ASSERT_EQ(d.ranges.size(), 1u);
@@ -359,6 +364,8 @@ TEST_P(DirtyPagesBoth, ForkedChildStartsWhole) {
   } else {
     ExpectReports(d, 7 * kPage, 1, false, "after the fork");
   }
+  t->Unregister(h);
+  munmap(buf, len);
 }
 
 // Kernel parts refused one by one: the tracker falls back (with a reason)

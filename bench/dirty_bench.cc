@@ -67,16 +67,10 @@ int g_rank = 0, g_size = 1;
   std::exit(1);
 }
 
-double Max(double v) {
-  double r = 0;
-  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return r;
-}
-double Sum(double v) {
-  double r = 0;
-  MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return r;
-}
+// Without spinning (bench_mpi.h): a rank done with its checkpoint must not
+// take the CPU from the ranks still finishing theirs.
+double Max(double v) { return dlckpt::bench::AllReduce(v, MPI_DOUBLE, MPI_MAX); }
+double Sum(double v) { return dlckpt::bench::AllReduce(v, MPI_DOUBLE, MPI_SUM); }
 
 uint64_t Mix(uint64_t x) {
   x ^= x >> 33;
@@ -224,7 +218,7 @@ int main(int argc, char** argv) {
       const size_t n = std::max<size_t>(1, pages * static_cast<size_t>(pct) / 100);
       const size_t first = n >= pages ? 0 : Mix(++step) % (pages - n + 1);
       for (size_t i = first * page_words; i < (first + n) * page_words && i < words; ++i) data[i] = Mix(data[i] + step);
-      MPI_Barrier(MPI_COMM_WORLD);
+      dlckpt::bench::Barrier();
       const double t0 = MPI_Wtime();
       if (dlckpt_checkpoint() != 0) Die(std::string("dlckpt_checkpoint: ") + dlckpt_last_error());
       const double c = Max(MPI_Wtime() - t0);

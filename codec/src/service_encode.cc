@@ -168,7 +168,7 @@ protocol::Done Service::Encode(uint64_t epoch, uint64_t keep) {
       }
       if (getenv("DLCKPT_CODEC_TRACE")) {
         // The start (CLOCK_MONOTONIC) shows how late each process began.
-        Log(label + (spare ? " (parity)" : "") + ": started " + Fixed(t0) + " (monotonic s), prepare " +
+        Log(label + (spare ? " (parity)" : "") + ": started " + Fixed(t0, 6) + " (monotonic s), prepare " +
             Fixed(t_run - t0) + " s, transport " +
             Fixed(t_complete - t_run) + " s, " + (spare ? "block checksums " + Fixed(Now() - t_complete) + " s, " : "") +
             (plan.use ? "delta of " + Fixed(plan.fraction) : "full (" + plan.why + ")") +

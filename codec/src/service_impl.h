@@ -38,6 +38,7 @@
 #include "dlckpt/control/frame_server.h"
 #include "dlckpt/control/protocol.h"
 #include "dlckpt/memfs/memfs.h"
+#include "doorbell.h"
 #include "parity.h"
 
 namespace dlckpt::codec {
@@ -76,8 +77,8 @@ inline Status OwnError(const Status& s) { return s.code() == ECANCELED ? Status:
 // Nothing for the first $DLCKPT_PROGRESS_AFTER seconds (default 2), then at
 // most one a second.
 ReduceTransport::ProgressFn ProgressEvents(events::Event event);
-// `v` with three decimals.
-std::string Fixed(double v);
+// `v` with `decimals` decimals.
+std::string Fixed(double v, int decimals = 3);
 // The rank of store `name` when it is a store of (job, node), else -1.
 int RankOfStore(const std::string& name, const std::string& job, const std::string& node);
 
@@ -239,6 +240,9 @@ class Service {
   }
 
   // ---- rank 0 network side ----
+  // The address clients and doorbells reach rank 0 by (numeric when the
+  // host name resolves).
+  std::string PublishedHost() const;
   Status Listen();
   void HandleRequest(control::protocol::FrameServer::Request& q);
   std::string StatusText() const;
@@ -250,6 +254,8 @@ class Service {
   std::vector<std::string> nodes_;  // node of each codec rank
   std::map<std::string, int> rank_of_node_;
   std::unique_ptr<ReduceTransport> world_transport_;
+  // Wakes idle processes for a command (Serve; none in one-shot modes).
+  Doorbells doorbells_;
 
   // From the application's HELLO.
   bool have_layout_ = false;

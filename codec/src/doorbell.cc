@@ -1,0 +1,195 @@
+// Doorbells of the idle codec processes: see doorbell.h.
+#include "doorbell.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+
+namespace dlckpt::codec {
+
+namespace protocol = control::protocol;
+
+namespace {
+
+// What a process presents on connecting: the token, then its rank.
+struct Hello {
+  char token[64];
+  uint32_t rank;
+};
+
+// Reads exactly n bytes within timeout_ms (a stranger may connect and stay
+// silent: it must not hold the service's start).
+bool ReadExactly(int fd, void* buf, size_t n, int timeout_ms) {
+  auto* p = static_cast<char*>(buf);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  size_t got = 0;
+  while (got < n) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    struct pollfd pfd {fd, POLLIN, 0};
+    int r = poll(&pfd, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    ssize_t k = recv(fd, p + got, n - got, MSG_DONTWAIT);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (k <= 0) return false;
+    got += static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool SendAll(int fd, const void* buf, size_t n) {
+  const auto* p = static_cast<const char*>(buf);
+  size_t sent = 0;
+  while (sent < n) {
+    ssize_t k = send(fd, p + sent, n - sent, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    sent += static_cast<size_t>(k);
+  }
+  return true;
+}
+
+}  // namespace
+
+Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& log) {
+  log_ = log;
+  const int rank = c.rank(), size = c.size();
+  std::unique_ptr<protocol::Listener> listener;
+  std::string token, offer;
+  if (rank == 0 && size > 1 && !host.empty()) {
+    auto l = protocol::Listener::Listen(0, protocol::ListenAddressFor(host));
+    auto t = protocol::NewToken();
+    if (!l.ok() || !t.ok() || t->size() != sizeof(Hello::token)) {
+      log_("no doorbells (idle processes test for commands every " + std::to_string(mpi::kIdle.max_ns / 1000000) +
+           " ms): " + (!l.ok() ? l.status().ToString() : t.ok() ? "bad token" : t.status().ToString()));
+    } else {
+      listener = std::move(*l);
+      token = *t;
+      offer = host + " " + std::to_string(listener->port()) + " " + token;
+    }
+  }
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> offers, c.Allgather(offer));
+  if (rank != 0 && !offers.empty() && !offers[0].empty()) {
+    std::istringstream in(offers[0]);
+    std::string h;
+    int port = 0;
+    in >> h >> port >> token;
+    auto conn = protocol::Connection::Connect(h, port, 5000);
+    Hello hello{};
+    std::memcpy(hello.token, token.data(), std::min(token.size(), sizeof hello.token));
+    hello.rank = static_cast<uint32_t>(rank);
+    if (!conn.ok()) {
+      log_("no doorbell (testing for commands every " + std::to_string(mpi::kIdle.max_ns / 1000000) +
+           " ms): " + conn.status().ToString());
+    } else if (!SendAll((*conn)->fd(), &hello, sizeof hello)) {
+      log_("no doorbell: sending to " + (*conn)->peer() + ": " + std::strerror(errno));
+    } else {
+      mine_ = std::move(*conn);
+    }
+  }
+  // Every connect has returned: rank 0 finds them all queued.
+  DLCKPT_RETURN_IF_ERROR(c.Agree(Status::OK(), "doorbells"));
+  if (!listener) return Status::OK();
+  peers_.resize(static_cast<size_t>(size));
+  for (;;) {
+    struct pollfd pfd {listener->fd(), POLLIN, 0};
+    if (poll(&pfd, 1, 0) <= 0) break;
+    auto conn = listener->Accept();
+    if (!conn.ok()) break;
+    Hello hello{};
+    if (!ReadExactly((*conn)->fd(), &hello, sizeof hello, 1000) ||
+        std::memcmp(hello.token, token.data(), sizeof hello.token) != 0 || hello.rank == 0 ||
+        hello.rank >= static_cast<uint32_t>(size) || peers_[hello.rank]) {
+      log_("doorbells: refused a connection from " + (*conn)->peer());
+      continue;
+    }
+    peers_[hello.rank] = std::move(*conn);
+  }
+  log_("doorbells: " + std::to_string(connected()) + " of " + std::to_string(size - 1) + " processes connected" +
+       (connected() < size - 1 ? "; the others test for commands every " +
+                                     std::to_string(mpi::kIdle.max_ns / 1000000) + " ms"
+                               : ""));
+  return Status::OK();
+}
+
+void Doorbells::Drop(std::unique_ptr<protocol::Connection>& conn, const std::string& why) {
+  if (log_) log_("doorbell to " + conn->peer() + " closed (" + why + "); testing for commands every " +
+                 std::to_string(mpi::kIdle.max_ns / 1000000) + " ms");
+  conn.reset();
+}
+
+void Doorbells::Ring() {
+  for (auto& p : peers_) {
+    if (!p) continue;
+    const char byte = 1;
+    ssize_t k;
+    do {
+      k = send(p->fd(), &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (k < 0 && errno == EINTR);
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) Drop(p, std::strerror(errno));
+  }
+}
+
+Status Doorbells::Wait(MPI_Request* req, std::string_view what, long idle_max_ns, long first_ns) {
+  const long idle_ns = mine_ ? std::max(idle_max_ns, mpi::kIdle.min_ns) : mpi::kIdle.max_ns;
+  long max_ns = idle_ns, sleep_ns = std::clamp(first_ns, 1000L, idle_ns);
+  // After a ring, the operation's pace for this long at most: a byte left
+  // over from an earlier command must not keep an idle process testing often.
+  constexpr long kRungNs = 20'000'000;
+  long rung_ns = 0;
+  for (;;) {
+    int done = 0;
+    DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Test(req, &done, MPI_STATUS_IGNORE), what));
+    if (done) return Status::OK();
+    if (!mine_) {  // none, or it broke: as without doorbells
+      max_ns = std::min(max_ns, mpi::kIdle.max_ns);
+      sleep_ns = std::min(sleep_ns, max_ns);
+    }
+    struct timespec ts {sleep_ns / 1000000000L, sleep_ns % 1000000000L};
+    if (!mine_) {
+      nanosleep(&ts, nullptr);
+    } else {
+      struct pollfd pfd {mine_->fd(), POLLIN, 0};
+      const int r = ppoll(&pfd, 1, &ts, nullptr);
+      if (r < 0 && errno != EINTR) {
+        Drop(mine_, std::string("poll: ") + std::strerror(errno));
+      } else if (r > 0 && (pfd.revents & POLLIN) != 0) {
+        char bytes[64];
+        const ssize_t k = recv(mine_->fd(), bytes, sizeof bytes, MSG_DONTWAIT);
+        if (k > 0) {
+          // Rung: the command's sends are posted; test at the pace of an
+          // operation until it arrives.
+          ++rings_;
+          sleep_ns = mpi::kBusy.min_ns;
+          max_ns = mpi::kBusy.max_ns;
+          rung_ns = kRungNs;
+          continue;
+        }
+        if (k == 0) {
+          Drop(mine_, "closed by rank 0");
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+          Drop(mine_, std::strerror(errno));
+        }
+      } else if (r > 0) {
+        Drop(mine_, "connection error");
+      }
+    }
+    if (rung_ns > 0 && (rung_ns -= sleep_ns) <= 0) max_ns = idle_ns;
+    sleep_ns = std::min(max_ns, sleep_ns + sleep_ns / 2);
+  }
+}
+
+int Doorbells::connected() const {
+  if (!mine_) return static_cast<int>(std::count_if(peers_.begin(), peers_.end(), [](const auto& p) { return p != nullptr; }));
+  return 1;
+}
+
+}  // namespace dlckpt::codec

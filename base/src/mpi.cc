@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstring>
 
 #include "dlckpt/base/mpi_wait.h"
 
@@ -65,28 +68,49 @@ Status Collective::Agree(const Status& mine, std::string_view what) {
 }
 
 Result<std::vector<std::string>> Collective::Allgather(const std::string& mine) {
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(size_));
+  // One collective of fixed slots (the length, then the string when it
+  // fits); only when a string does not fit, a second one with the strings.
+  constexpr size_t kSlot = 512, kRoom = kSlot - sizeof(uint32_t);
+  if (mine.size() > static_cast<size_t>(INT_MAX)) return Status::InvalidArgument("Allgather: string too long");
+  std::string slot(kSlot, '\0');
+  const uint32_t len = static_cast<uint32_t>(mine.size());
+  std::memcpy(slot.data(), &len, sizeof len);
+  if (mine.size() <= kRoom) std::memcpy(slot.data() + sizeof len, mine.data(), mine.size());
+  std::string slots(kSlot * static_cast<size_t>(size_), '\0');
   MPI_Request req;
-  DLCKPT_RETURN_IF_ERROR(Check(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_, &req),
+  DLCKPT_RETURN_IF_ERROR(Check(MPI_Iallgather(slot.data(), static_cast<int>(kSlot), MPI_CHAR, slots.data(),
+                                              static_cast<int>(kSlot), MPI_CHAR, comm_, &req),
                                "MPI_Iallgather"));
   DLCKPT_RETURN_IF_ERROR(Wait(&req, "MPI_Iallgather", backoff_));
-  std::vector<int> displs(static_cast<size_t>(size_));
-  int total = 0;
-  for (int i = 0; i < size_; ++i) {
-    displs[static_cast<size_t>(i)] = total;
-    total += lens[static_cast<size_t>(i)];
+  std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  bool fits = true;
+  size_t total = 0;
+  for (size_t i = 0; i < static_cast<size_t>(size_); ++i) {
+    uint32_t l = 0;
+    std::memcpy(&l, slots.data() + i * kSlot, sizeof l);
+    if (l > static_cast<uint32_t>(INT_MAX) || total + l > static_cast<size_t>(INT_MAX)) {
+      return Status::Error(EOVERFLOW, "Allgather: more than INT_MAX bytes in all");
+    }
+    lens[i] = static_cast<int>(l);
+    displs[i] = static_cast<int>(total);
+    total += l;
+    fits = fits && l <= kRoom;
   }
-  std::string all(static_cast<size_t>(total), '\0');
-  DLCKPT_RETURN_IF_ERROR(Check(MPI_Iallgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+  std::vector<std::string> out;
+  out.reserve(static_cast<size_t>(size_));
+  if (fits) {
+    for (size_t i = 0; i < static_cast<size_t>(size_); ++i) {
+      out.emplace_back(slots.data() + i * kSlot + sizeof(uint32_t), static_cast<size_t>(lens[i]));
+    }
+    return out;
+  }
+  std::string all(total, '\0');
+  DLCKPT_RETURN_IF_ERROR(Check(MPI_Iallgatherv(mine.data(), static_cast<int>(len), MPI_CHAR, all.data(), lens.data(),
                                                displs.data(), MPI_CHAR, comm_, &req),
                                "MPI_Iallgatherv"));
   DLCKPT_RETURN_IF_ERROR(Wait(&req, "MPI_Iallgatherv", backoff_));
-  std::vector<std::string> out;
-  out.reserve(static_cast<size_t>(size_));
-  for (int i = 0; i < size_; ++i) {
-    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(i)]),
-                             static_cast<size_t>(lens[static_cast<size_t>(i)])));
+  for (size_t i = 0; i < static_cast<size_t>(size_); ++i) {
+    out.push_back(all.substr(static_cast<size_t>(displs[i]), static_cast<size_t>(lens[i])));
   }
   return out;
 }

@@ -56,7 +56,8 @@ class Collective final {
   // with its errno (EIO when it had none). A message is cut at kMaxMessage.
   static constexpr size_t kMaxMessage = 8192;
   Status Agree(const Status& mine, std::string_view what);
-  // Every process's string, in rank order.
+  // Every process's string, in rank order: one collective when every string
+  // has at most 508 bytes, two otherwise.
   Result<std::vector<std::string>> Allgather(const std::string& mine);
   // The same for strings of one size on every process (one collective, not
   // two); a process whose string has another size gets EPROTO, and the

@@ -95,13 +95,20 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
       mine_ = std::move(*conn);
     }
   }
-  // Every connect has returned: rank 0 finds them all queued.
-  DLCKPT_RETURN_IF_ERROR(c.Agree(Status::OK(), "doorbells"));
+  // Every connect has returned: rank 0 knows whom to accept (over a network
+  // a connection may reach its queue after this collective: it waits up to
+  // 5 s for those).
+  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> made, c.Allgather(mine_ ? "1" : "0"));
   if (!listener) return Status::OK();
+  const int expected = static_cast<int>(std::count(made.begin(), made.end(), "1"));
   peers_.resize(static_cast<size_t>(size));
-  for (;;) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (connected() < expected) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     struct pollfd pfd {listener->fd(), POLLIN, 0};
-    if (poll(&pfd, 1, 0) <= 0) break;
+    const int r = left.count() > 0 ? poll(&pfd, 1, static_cast<int>(left.count())) : 0;
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
     auto conn = listener->Accept();
     if (!conn.ok()) break;
     Hello hello{};

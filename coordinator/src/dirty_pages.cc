@@ -27,6 +27,11 @@ namespace {
 
 class PosixOs final : public Os {};
 
+// kUffdSync: how much each block of a sweep is larger than the previous one
+// (up to Tracker::kMaxBlock). 64 KiB, 256 KiB, 1 MiB, 2 MiB...: a 6.4 MiB
+// sweep takes 6 faults instead of 8 (bench/dirty_bench.cc, sparse case).
+constexpr uintptr_t kGrowth = 4;
+
 // Pages per PAGEMAP_SCAN output buffer: a run of equal pages is one entry, so
 // a scan that fills it continues from walk_end.
 constexpr size_t kVecEntries = 1024;
@@ -292,12 +297,19 @@ struct Tracker::Sync {
       for (size_t i = 0; i < static_cast<size_t>(got) / sizeof(uffd_msg); ++i) {
         if (msgs[i].event != UFFD_EVENT_PAGEFAULT) continue;
         const uintptr_t at = static_cast<uintptr_t>(msgs[i].arg.pagefault.address) & ~(page - 1);
-        // A sweep (this fault where the last block ended) doubles the block.
-        const uintptr_t block = at == last_end ? std::min(grow * 2, kMaxBlock) : kMinBlock;
+        // A sweep (this fault where the last block ended) grows the block
+        // kGrowth times and continues from the fault: aligning the larger
+        // block down would unprotect again the pages the previous blocks
+        // just did (each costs the kernel a PTE update, and the sweep only
+        // gained half a block per fault). A lone fault takes an aligned
+        // kMinBlock.
+        const bool sweep = at == last_end;
+        const uintptr_t block = sweep ? std::min(grow * kGrowth, kMaxBlock) : kMinBlock;
         grow = block;
-        const uintptr_t b = at & ~(block - 1);
-        last_end = Unprotect(uffd, at, b, b + block, page);
+        const uintptr_t b = sweep ? at : at & ~(block - 1);
+        // Counted before the wake-up: the thread sees its own fault counted.
         shared->faults.fetch_add(1, std::memory_order_relaxed);
+        last_end = Unprotect(uffd, at, b, b + block, page);
       }
     }
   }

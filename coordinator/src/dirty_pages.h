@@ -21,9 +21,11 @@
 //    WP_ASYNC: a write to a protected page stops the writing thread until
 //    the tracker's handler thread (started by Create, signals blocked)
 //    removes the protection of a whole block around the page and
-//    wakes it. Blocks start at kMinBlock bytes and double, up to kMaxBlock,
-//    while faults continue where the previous block ended (a sweep); a block
-//    reaching past the registered memory is halved until it fits: one fault
+//    wakes it. Blocks start at kMinBlock bytes (aligned) and grow four
+//    times, up to kMaxBlock, while faults continue where the previous block
+//    ended (a sweep: the next block starts at the fault, so no page is
+//    unprotected twice); a block reaching past the registered memory is
+//    halved until it fits: one fault
 //    per block instead of one per page, at the price of reporting whole
 //    blocks (memfs copies 64 KiB blocks anyway). The handler keeps no record:
 //    Collect() reads the unprotected pages (PAGE_IS_WRITTEN: no write-
@@ -140,7 +142,8 @@ class Tracker {
   Mode mode() const { return mode_; }
   // Why "sync" was asked for and kUffdSync not taken ("" otherwise).
   const std::string& sync_refused() const { return sync_refused_; }
-  // Write faults the handler resolved (kUffdSync; 0 otherwise).
+  // Write faults the handler resolved (kUffdSync; 0 otherwise), each counted
+  // before its thread is woken.
   uint64_t sync_faults() const;
   // Why the tracker is kWhole ("" when it tracks).
   const std::string& reason() const { return reason_; }

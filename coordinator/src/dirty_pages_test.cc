@@ -617,6 +617,31 @@ TEST(DirtyPagesSync, SweepFaultsPerBlock) {
   munmap(m, len);
 }
 
+// kUffdSync: each block of a sweep starts at its fault and is four times the
+// last: a 3 MiB sweep takes 64 KiB, 256 KiB, 1 MiB and 2 MiB, 4 faults. Blocks
+// aligned down to their size instead would unprotect again pages the earlier
+// blocks did and gain only half a block per fault (7 faults here).
+TEST(DirtyPagesSync, SweepBlocksGrowFromTheFault) {
+  if (std::string why = SkipUnless("sync"); !why.empty()) GTEST_SKIP() << why;
+  auto t = Tracker::Create("sync");
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdSync) << t->reason() << t->sync_refused();
+  const size_t len = 8 << 20, start = (1 << 20) + 3 * kPage, stretch = 3 << 20;
+  auto* m = MapPrivate(len);
+  ASSERT_NE(m, MAP_FAILED);
+  std::memset(m, 1, len);
+  const int h = t->Register(m, len);
+  t->Collect();
+  ASSERT_TRUE(t->Collect()[h].ranges.empty());
+  const uint64_t before = t->sync_faults();
+  for (size_t i = start; i < start + stretch; i += kPage) m[i] = 2;
+  const uint64_t faults = t->sync_faults() - before;
+  EXPECT_GE(faults, 4u);
+  EXPECT_LE(faults, 5u) << "blocks of 64 KiB, 256 KiB, 1 MiB, 2 MiB from the sweep's start";
+  ExpectReports(t->Collect()[h], start, stretch, false, "the sweep");
+  t->Unregister(h);
+  munmap(m, len);
+}
+
 // An Os whose PAGEMAP_SCAN fails once `fail` is set: Collect turns the
 // tracking off (Degrade).
 class FailingScanOs final : public Os {

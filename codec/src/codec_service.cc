@@ -159,37 +159,41 @@ using internal::RankOfStore;
 
 // ---- collectives -----------------------------------------------------------------
 
-Status Service::BroadcastCommand(uint32_t* cmd, std::string* payload) {
+Status Service::BroadcastCommand(uint32_t* cmd, std::string* payload, bool defer) {
   // Rank 0 sends the command to every other process itself instead of an
   // MPI_Ibcast: an idle process tests for it only every kIdle.max_ns, and in
   // a broadcast tree each level waits for that before it forwards (measured
   // with 5 processes: the last started an encode 6.8-8 ms after rank 0 with
   // MPI_Ibcast, 1.6-1.8 ms after with these sends; bench/README.md).
   constexpr int kTagHead = 0x6c0, kTagPayload = 0x6c1;
-  uint64_t head[2] = {*cmd, payload->size()};
-  if (head[1] > static_cast<uint64_t>(INT_MAX)) return Status::InvalidArgument("command payload too large");
+  if (payload->size() > static_cast<uint64_t>(INT_MAX)) return Status::InvalidArgument("command payload too large");
   if (rank_ == 0) {
     // A failure once a send is posted leaves some processes with the command
     // and others without, and sends in flight: the job cannot go on
     // (command_broken_; Serve returns the error, and dlckpt-codec ends the
     // MPI job).
-    std::vector<MPI_Request> reqs;
-    reqs.reserve(2 * static_cast<size_t>(size_));
+    DLCKPT_RETURN_IF_ERROR(CompleteCommand());
+    posted_head_[0] = *cmd;
+    posted_head_[1] = payload->size();
+    posted_.reserve(2 * static_cast<size_t>(size_));
     Status st;
     for (int r = 1; r < size_ && st.ok(); ++r) {
-      reqs.emplace_back();
-      st = mpi::Check(MPI_Isend(head, 2, MPI_UINT64_T, r, kTagHead, world_, &reqs.back()), "command");
-      if (!st.ok() || head[1] == 0) continue;
-      reqs.emplace_back();
-      st = mpi::Check(
-          MPI_Isend(payload->data(), static_cast<int>(head[1]), MPI_CHAR, r, kTagPayload, world_, &reqs.back()),
-          "command");
+      posted_.emplace_back();
+      st = mpi::Check(MPI_Isend(posted_head_, 2, MPI_UINT64_T, r, kTagHead, world_, &posted_.back()), "command");
+      if (!st.ok() || payload->empty()) continue;
+      posted_.emplace_back();
+      st = mpi::Check(MPI_Isend(payload->data(), static_cast<int>(payload->size()), MPI_CHAR, r, kTagPayload, world_,
+                                &posted_.back()),
+                      "command");
     }
-    if (st.ok()) doorbells_.Ring();
-    if (st.ok()) st = mpi::WaitAll(static_cast<int>(reqs.size()), reqs.data(), "command");
-    if (!st.ok()) command_broken_ = true;
-    return st;
+    if (!st.ok()) {
+      command_broken_ = true;
+      return st;
+    }
+    doorbells_.Ring();
+    return defer ? Status::OK() : CompleteCommand();
   }
+  uint64_t head[2] = {0, 0};
   MPI_Request req;
   DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Irecv(head, 2, MPI_UINT64_T, 0, kTagHead, world_, &req), "command"));
   // Idle processes sleep between tests, woken by their doorbell: no spinning.
@@ -203,6 +207,14 @@ Status Service::BroadcastCommand(uint32_t* cmd, std::string* payload) {
     DLCKPT_RETURN_IF_ERROR(Wait(&req));
   }
   return Status::OK();
+}
+
+Status Service::CompleteCommand() {
+  if (posted_.empty()) return Status::OK();
+  Status st = mpi::WaitAll(static_cast<int>(posted_.size()), posted_.data(), "command");
+  posted_.clear();
+  if (!st.ok()) command_broken_ = true;
+  return st;
 }
 
 // ---- setup -----------------------------------------------------------------------
@@ -574,12 +586,18 @@ void Service::HandleRequest(protocol::FrameServer::Request& q) {
       Log(std::string("refused unexpected ") + protocol::MsgTypeName(f.type) + " from " + q.peer);
       return;
   }
-  Status b = BroadcastCommand(&cmd, &payload);
+  // Rank 0 starts the command at once; its sends complete while it runs
+  // (every MPI call of the command moves them on), `payload` unchanged.
+  Status b = BroadcastCommand(&cmd, &payload, /*defer=*/true);
   protocol::MsgType reply_type = protocol::MsgType::kError;
   std::string reply;
   if (b.ok()) {
     auto r = Execute(cmd, payload, &reply_type);
-    if (r.ok()) {
+    b = CompleteCommand();
+    if (!b.ok()) {
+      reply_type = protocol::MsgType::kError;
+      reply = protocol::EncodeError({b.code(), b.message()});
+    } else if (r.ok()) {
       reply = std::move(*r);
     } else {
       reply_type = protocol::MsgType::kError;

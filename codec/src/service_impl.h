@@ -174,7 +174,13 @@ class Service {
   static Status Wait(MPI_Request* req, mpi::Backoff backoff = mpi::kBusy) {
     return mpi::Wait(req, "codec collective", backoff);
   }
-  Status BroadcastCommand(uint32_t* cmd, std::string* payload);
+  // Collective: rank 0 sends *cmd and *payload to every other process, which
+  // receive them (an idle process's wait: doorbells_). With `defer`, rank 0
+  // returns once the sends are posted, and *payload must stay unchanged
+  // until CompleteCommand (or the next BroadcastCommand) completes them.
+  Status BroadcastCommand(uint32_t* cmd, std::string* payload, bool defer = false);
+  // Rank 0: completes the sends of the last command (OK when none).
+  Status CompleteCommand();
 
   // ---- commands (collective) ----
   Result<std::string> Execute(uint32_t cmd, const std::string& payload, control::protocol::MsgType* reply_type);
@@ -313,6 +319,9 @@ class Service {
   // Rank 0: a command reached only some processes (BroadcastCommand); Serve
   // stops and returns fatal_.
   bool command_broken_ = false;
+  // Rank 0: the last command's sends not yet completed, and their head.
+  std::vector<MPI_Request> posted_;
+  uint64_t posted_head_[2] = {0, 0};
   Status fatal_;
 };
 

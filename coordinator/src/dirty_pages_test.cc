@@ -588,58 +588,62 @@ TEST_P(DirtyPagesBoth, WriteBetweenScanAndReprotectIsReportedNext) {
   munmap(m, len);
 }
 
-// kUffdSync: a sweep over a region faults once per block, the blocks growing
-// to Tracker::kMaxBlock, not once per page; the sweep is reported whole and
-// a later single write as one block.
-TEST(DirtyPagesSync, SweepFaultsPerBlock) {
-  if (std::string why = SkipUnless("sync"); !why.empty()) GTEST_SKIP() << why;
-  auto t = Tracker::Create("sync");
-  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdSync) << t->reason() << t->sync_refused();
-  const size_t len = 16 << 20;
-  auto* m = MapPrivate(len);
-  ASSERT_NE(m, MAP_FAILED);
-  std::memset(m, 1, len);
-  const int h = t->Register(m, len);
-  t->Collect();
-  ASSERT_TRUE(t->Collect()[h].ranges.empty());
-  const uint64_t before = t->sync_faults();
-  for (size_t i = 0; i < len; i += kPage) m[i] = 2;
-  const uint64_t faults = t->sync_faults() - before;
-  EXPECT_GE(faults, len / Tracker::kMaxBlock);
-  EXPECT_LE(faults, len / Tracker::kMaxBlock + 16) << "a fault per block, not per page (" << len / kPage << ")";
-  auto d = t->Collect()[h];
-  ExpectReports(d, 0, len, true, "the sweep");
-  m[len / 2 + 5] = 3;
-  d = t->Collect()[h];
-  ExpectReports(d, len / 2 + 5, 1, false, "one byte");
+// kUffdSync over 16 MiB of fresh memory, registered and armed (nothing to
+// report); Sweep writes one byte per page of [from, to) and returns the
+// faults it took.
+class SyncSweepTest : public ::testing::Test {
+ protected:
+  static constexpr size_t kLen = 16 << 20;
+  void SetUp() override {
+    if (std::string why = SkipUnless("sync"); !why.empty()) GTEST_SKIP() << why;
+    t_ = Tracker::Create("sync");
+    ASSERT_EQ(t_->mode(), Tracker::Mode::kUffdSync) << t_->reason() << t_->sync_refused();
+    m_ = MapPrivate(kLen);
+    ASSERT_NE(m_, MAP_FAILED);
+    std::memset(m_, 1, kLen);
+    h_ = t_->Register(m_, kLen);
+    t_->Collect();
+    ASSERT_TRUE(t_->Collect()[h_].ranges.empty());
+  }
+  void TearDown() override {
+    if (t_ && h_ >= 0) t_->Unregister(h_);
+    if (m_ != nullptr && m_ != MAP_FAILED) munmap(m_, kLen);
+  }
+  uint64_t Sweep(size_t from, size_t to) {
+    const uint64_t before = t_->sync_faults();
+    for (size_t i = from; i < to; i += kPage) m_[i] = 2;
+    return t_->sync_faults() - before;
+  }
+  std::unique_ptr<Tracker> t_;
+  uint8_t* m_ = nullptr;
+  int h_ = -1;
+};
+
+// A sweep over a region faults once per block, the blocks growing to
+// Tracker::kMaxBlock, not once per page; the sweep is reported whole and a
+// later single write as one block.
+TEST_F(SyncSweepTest, FaultsPerBlock) {
+  const uint64_t faults = Sweep(0, kLen);
+  EXPECT_GE(faults, kLen / Tracker::kMaxBlock);
+  EXPECT_LE(faults, kLen / Tracker::kMaxBlock + 16) << "a fault per block, not per page (" << kLen / kPage << ")";
+  auto d = t_->Collect()[h_];
+  ExpectReports(d, 0, kLen, true, "the sweep");
+  m_[kLen / 2 + 5] = 3;
+  d = t_->Collect()[h_];
+  ExpectReports(d, kLen / 2 + 5, 1, false, "one byte");
   EXPECT_LE(d.ranges[0].len, Tracker::kMinBlock) << "a lone write unprotects one small block";
-  t->Unregister(h);
-  munmap(m, len);
 }
 
-// kUffdSync: each block of a sweep starts at its fault and is four times the
-// last: a 3 MiB sweep takes 64 KiB, 256 KiB, 1 MiB and 2 MiB, 4 faults. Blocks
+// Each block of a sweep starts at its fault and is four times the last: a
+// 3 MiB sweep takes 64 KiB, 256 KiB, 1 MiB and 2 MiB, 4 faults. Blocks
 // aligned down to their size instead would unprotect again pages the earlier
 // blocks did and gain only half a block per fault (7 faults here).
-TEST(DirtyPagesSync, SweepBlocksGrowFromTheFault) {
-  if (std::string why = SkipUnless("sync"); !why.empty()) GTEST_SKIP() << why;
-  auto t = Tracker::Create("sync");
-  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdSync) << t->reason() << t->sync_refused();
-  const size_t len = 8 << 20, start = (1 << 20) + 3 * kPage, stretch = 3 << 20;
-  auto* m = MapPrivate(len);
-  ASSERT_NE(m, MAP_FAILED);
-  std::memset(m, 1, len);
-  const int h = t->Register(m, len);
-  t->Collect();
-  ASSERT_TRUE(t->Collect()[h].ranges.empty());
-  const uint64_t before = t->sync_faults();
-  for (size_t i = start; i < start + stretch; i += kPage) m[i] = 2;
-  const uint64_t faults = t->sync_faults() - before;
+TEST_F(SyncSweepTest, BlocksGrowFromTheFault) {
+  const size_t start = (1 << 20) + 3 * kPage, stretch = 3 << 20;
+  const uint64_t faults = Sweep(start, start + stretch);
   EXPECT_GE(faults, 4u);
   EXPECT_LE(faults, 5u) << "blocks of 64 KiB, 256 KiB, 1 MiB, 2 MiB from the sweep's start";
-  ExpectReports(t->Collect()[h], start, stretch, false, "the sweep");
-  t->Unregister(h);
-  munmap(m, len);
+  ExpectReports(t_->Collect()[h_], start, stretch, false, "the sweep");
 }
 
 // An Os whose PAGEMAP_SCAN fails once `fail` is set: Collect turns the

@@ -30,24 +30,15 @@
 #include "dlckpt/codec/erasure.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/codec/reduce_transport.h"
+#include "mpi_check.h"
 
 using namespace dlckpt;
 using namespace dlckpt::codec;
 
 namespace {
 
-int g_rank = 0;
-int g_failures = 0;
-
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      ++g_failures;                                                        \
-      std::fprintf(stderr, "rank %d: CHECK failed at line %d: %s: ", g_rank, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                   \
-      std::fprintf(stderr, "\n");                                          \
-    }                                                                      \
-  } while (0)
+using mpitest::g_failures;
+using mpitest::g_rank;
 
 using Bytes = std::vector<uint8_t>;
 

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "dlckpt/base/mpi.h"
+#include "mpi_check.h"
 
 using namespace dlckpt;
 
 namespace {
 
-int g_rank = 0;
-int g_failures = 0;
+using mpitest::g_rank;
 
 // Rank r's string in round `round`: `len(r)` bytes, every byte a function of
 // (round, r, i), zeros included.
@@ -29,10 +29,7 @@ std::string Of(int round, int r, size_t len) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = mpitest::Start(&argc, &argv);
   mpi::Collective c(MPI_COMM_WORLD, "rank " + std::to_string(g_rank));
   // Lengths by round: all small, at the slot's edge (508 bytes fit, 509 do
   // not), one large among small, all large, all empty.
@@ -41,23 +38,14 @@ int main(int argc, char** argv) {
   for (size_t round = 0; round < rounds.size(); ++round) {
     auto len = [&](int r) { return rounds[round][static_cast<size_t>(r) % rounds[round].size()]; };
     auto got = c.Allgather(Of(static_cast<int>(round), g_rank, len(g_rank)));
-    if (!got.ok() || got->size() != static_cast<size_t>(size)) {
-      ++g_failures;
-      std::fprintf(stderr, "rank %d: round %zu: %s\n", g_rank, round,
-                   got.ok() ? "wrong number of strings" : got.status().ToString().c_str());
-      continue;
-    }
+    CHECK(got.ok() && got->size() == static_cast<size_t>(size), "round %zu: %s", round,
+          got.ok() ? "wrong number of strings" : got.status().ToString().c_str());
+    if (!got.ok() || got->size() != static_cast<size_t>(size)) continue;
     for (int r = 0; r < size; ++r) {
-      if ((*got)[static_cast<size_t>(r)] != Of(static_cast<int>(round), r, len(r))) {
-        ++g_failures;
-        std::fprintf(stderr, "rank %d: round %zu: rank %d's string differs (%zu bytes, want %zu)\n", g_rank, round, r,
-                     (*got)[static_cast<size_t>(r)].size(), len(r));
-      }
+      CHECK((*got)[static_cast<size_t>(r)] == Of(static_cast<int>(round), r, len(r)),
+            "round %zu: rank %d's string differs (%zu bytes, want %zu)", round, r,
+            (*got)[static_cast<size_t>(r)].size(), len(r));
     }
   }
-  int failures = 0;
-  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0) std::printf("collective_mpi_test: %s (%d failed checks)\n", failures == 0 ? "PASS" : "FAIL", failures);
-  MPI_Finalize();
-  return failures == 0 ? 0 : 1;
+  return mpitest::Finish("collective_mpi_test");
 }

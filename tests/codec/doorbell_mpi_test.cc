@@ -26,23 +26,13 @@
 #include <vector>
 
 #include "doorbell.h"
+#include "mpi_check.h"
 
 using namespace dlckpt;
 
 namespace {
 
-int g_rank = 0;
-int g_failures = 0;
-
-#define CHECK(cond, ...)                                                                      \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      ++g_failures;                                                                           \
-      std::fprintf(stderr, "rank %d: CHECK failed at line %d: %s: ", g_rank, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                      \
-      std::fprintf(stderr, "\n");                                                             \
-    }                                                                                         \
-  } while (0)
+using mpitest::g_rank;
 
 constexpr long kHourNs = 3600L * 1000 * 1000 * 1000;
 constexpr int kTagReady = 7, kTagCommand = 8;
@@ -74,10 +64,7 @@ void Command(codec::Doorbells& bells, int size, int value, int rings, long first
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = mpitest::Start(&argc, &argv);
   if (size < 3) {
     if (g_rank == 0) std::fprintf(stderr, "doorbell_mpi_test: needs 3 or more ranks\n");
     MPI_Finalize();
@@ -121,9 +108,5 @@ int main(int argc, char** argv) {
     Command(bells, size, 46, 1, kHourNs);
   }
 
-  int failures = 0;
-  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0) std::printf("doorbell_mpi_test: %s (%d failed checks)\n", failures == 0 ? "PASS" : "FAIL", failures);
-  MPI_Finalize();
-  return failures == 0 ? 0 : 1;
+  return mpitest::Finish("doorbell_mpi_test");
 }

@@ -71,9 +71,10 @@ Result<std::vector<std::string>> Collective::Allgather(const std::string& mine) 
   // One collective of fixed slots (the length, then the string when it
   // fits); only when a string does not fit, a second one with the strings.
   constexpr size_t kSlot = 512, kRoom = kSlot - sizeof(uint32_t);
-  if (mine.size() > static_cast<size_t>(INT_MAX)) return Status::InvalidArgument("Allgather: string too long");
+  // A string too long for MPI still takes part (every process must enter
+  // the collective): its length marks it, and every process then fails.
   std::string slot(kSlot, '\0');
-  const uint32_t len = static_cast<uint32_t>(mine.size());
+  const uint32_t len = mine.size() > static_cast<size_t>(INT_MAX) ? UINT32_MAX : static_cast<uint32_t>(mine.size());
   std::memcpy(slot.data(), &len, sizeof len);
   if (mine.size() <= kRoom) std::memcpy(slot.data() + sizeof len, mine.data(), mine.size());
   std::string slots(kSlot * static_cast<size_t>(size_), '\0');

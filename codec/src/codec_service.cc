@@ -32,6 +32,7 @@
 #include "dlckpt/base/mpi.h"
 #include "dlckpt/base/names.h"
 #include "dlckpt/base/node.h"
+#include "dlckpt/base/units.h"
 #include "dlckpt/codec/groups.h"
 #include "dlckpt/memfs/memfs.h"
 #include "dlckpt/control/protocol.h"
@@ -588,7 +589,10 @@ void Service::HandleRequest(protocol::FrameServer::Request& q) {
   }
   // Rank 0 starts the command at once; its sends complete while it runs
   // (every MPI call of the command moves them on), `payload` unchanged.
-  Status b = BroadcastCommand(&cmd, &payload, /*defer=*/true);
+  // Only a small payload: a large one may need rank 0's answer to arrive,
+  // and the command may make no MPI call for a while (FinishWarmup).
+  constexpr size_t kDeferBytes = 4096;
+  Status b = BroadcastCommand(&cmd, &payload, /*defer=*/payload.size() <= kDeferBytes);
   protocol::MsgType reply_type = protocol::MsgType::kError;
   std::string reply;
   if (b.ok()) {
@@ -619,8 +623,7 @@ Status Service::Serve() {
   serving_ = true;
   {
     // $DLCKPT_CODEC_DOORBELL=0 (rank 0's): none, for measuring without.
-    const char* env = rank_ == 0 ? std::getenv("DLCKPT_CODEC_DOORBELL") : nullptr;
-    const bool off = env != nullptr && std::string_view(env) == "0";
+    const bool off = rank_ == 0 && !EnvSwitchOn("DLCKPT_CODEC_DOORBELL");
     if (off) Log("doorbells off (DLCKPT_CODEC_DOORBELL=0): idle processes test for commands every 2 ms");
     DLCKPT_RETURN_IF_ERROR(
         doorbells_.SetUp(*c_, rank_ == 0 && !off ? PublishedHost() : "", [this](const std::string& m) { Log(m); }));

@@ -1,6 +1,7 @@
 // Doorbells of the idle codec processes: see doorbell.h.
 #include "doorbell.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -24,26 +25,57 @@ struct Hello {
   uint32_t rank;
 };
 
-// Reads exactly n bytes within timeout_ms (a stranger may connect and stay
-// silent: it must not hold the service's start).
-bool ReadExactly(int fd, void* buf, size_t n, int timeout_ms) {
-  auto* p = static_cast<char*>(buf);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  size_t got = 0;
-  while (got < n) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    struct pollfd pfd {fd, POLLIN, 0};
-    int r = poll(&pfd, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    ssize_t k = recv(fd, p + got, n - got, MSG_DONTWAIT);
-    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    if (k <= 0) return false;
-    got += static_cast<size_t>(k);
+// Rank 0's side of SetUp: accepts connections and reads their hellos as
+// they arrive, never waiting for one peer; a hello that proves the token and
+// names a rank not yet taken makes that rank's doorbell.
+class Acceptor {
+ public:
+  Acceptor(protocol::Listener& l, const std::string& token, int size) : l_(l), token_(token), size_(size) {
+    fcntl(l_.fd(), F_SETFL, fcntl(l_.fd(), F_GETFL) | O_NONBLOCK);
   }
-  return true;
-}
+  // Waits up to timeout_ms for the listener or a pending hello, and handles
+  // what is ready.
+  void Step(int timeout_ms, std::vector<std::unique_ptr<protocol::Connection>>* peers, const Doorbells::Log& log) {
+    std::vector<struct pollfd> fds{{l_.fd(), POLLIN, 0}};
+    for (const Pending& p : pending_) fds.push_back({p.conn->fd(), POLLIN, 0});
+    if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+    for (size_t i = pending_.size(); i-- > 0;) {
+      if (fds[i + 1].revents == 0) continue;
+      Pending& p = pending_[i];
+      const ssize_t k = recv(p.conn->fd(), reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got,
+                             MSG_DONTWAIT);
+      if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+      if (k > 0) p.got += static_cast<size_t>(k);
+      if (k > 0 && p.got < sizeof(Hello)) continue;
+      const Hello& h = p.hello;
+      if (k > 0 && std::memcmp(h.token, token_.data(), sizeof h.token) == 0 && h.rank != 0 &&
+          h.rank < static_cast<uint32_t>(size_) && !(*peers)[h.rank]) {
+        (*peers)[h.rank] = std::move(p.conn);
+      } else {
+        log("doorbells: refused a connection from " + p.conn->peer());
+      }
+      pending_.erase(pending_.begin() + static_cast<long>(i));
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      for (;;) {
+        auto conn = l_.Accept();  // non-blocking: EAGAIN once the queue is empty
+        if (!conn.ok()) break;
+        pending_.push_back({std::move(*conn), {}, 0});
+      }
+    }
+  }
+
+ private:
+  struct Pending {
+    std::unique_ptr<protocol::Connection> conn;
+    Hello hello;
+    size_t got;
+  };
+  protocol::Listener& l_;
+  const std::string& token_;
+  const int size_;
+  std::vector<Pending> pending_;
+};
 
 bool SendAll(int fd, const void* buf, size_t n) {
   const auto* p = static_cast<const char*>(buf);
@@ -65,7 +97,7 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
   std::unique_ptr<protocol::Listener> listener;
   std::string token, offer;
   if (rank == 0 && size > 1 && !host.empty()) {
-    auto l = protocol::Listener::Listen(0, protocol::ListenAddressFor(host));
+    auto l = protocol::Listener::Listen(0, protocol::ListenAddressFor(host), std::max(64, size));
     auto t = protocol::NewToken();
     if (!l.ok() || !t.ok() || t->size() != sizeof(Hello::token)) {
       log_("no doorbells (idle processes test for commands every " + std::to_string(mpi::kIdle.max_ns / 1000000) +
@@ -95,30 +127,29 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
       mine_ = std::move(*conn);
     }
   }
-  // Every connect has returned: rank 0 knows whom to accept (over a network
-  // a connection may reach its queue after this collective: it waits up to
-  // 5 s for those).
-  DLCKPT_ASSIGN_OR_RETURN(std::vector<std::string> made, c.Allgather(mine_ ? "1" : "0"));
-  if (!listener) return Status::OK();
-  const int expected = static_cast<int>(std::count(made.begin(), made.end(), "1"));
+  // Rank 0 accepts while the others connect (a listen queue holds only so
+  // many), then, once every process said whether it connected, waits up to
+  // 5 s for those still on their way (over a network a connection may reach
+  // the queue after the collective). Hellos are read as they come, so a
+  // silent stranger holds no one up.
+  char mine = mine_ ? 1 : 0;
+  std::vector<char> made(static_cast<size_t>(size), 0);
+  MPI_Request req;
+  DLCKPT_RETURN_IF_ERROR(
+      mpi::Check(MPI_Iallgather(&mine, 1, MPI_CHAR, made.data(), 1, MPI_CHAR, c.comm(), &req), "doorbells"));
+  if (!listener) return mpi::Wait(&req, "doorbells");
   peers_.resize(static_cast<size_t>(size));
+  Acceptor acceptor{*listener, token, size};
+  for (int done = 0; !done;) {
+    DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "doorbells"));
+    if (!done) acceptor.Step(1, &peers_, log_);
+  }
+  const int expected = static_cast<int>(std::count(made.begin(), made.end(), 1));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (connected() < expected) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    struct pollfd pfd {listener->fd(), POLLIN, 0};
-    const int r = left.count() > 0 ? poll(&pfd, 1, static_cast<int>(left.count())) : 0;
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    auto conn = listener->Accept();
-    if (!conn.ok()) break;
-    Hello hello{};
-    if (!ReadExactly((*conn)->fd(), &hello, sizeof hello, 1000) ||
-        std::memcmp(hello.token, token.data(), sizeof hello.token) != 0 || hello.rank == 0 ||
-        hello.rank >= static_cast<uint32_t>(size) || peers_[hello.rank]) {
-      log_("doorbells: refused a connection from " + (*conn)->peer());
-      continue;
-    }
-    peers_[hello.rank] = std::move(*conn);
+    if (left.count() <= 0) break;
+    acceptor.Step(static_cast<int>(std::min<long>(left.count(), 100)), &peers_, log_);
   }
   log_("doorbells: " + std::to_string(connected()) + " of " + std::to_string(size - 1) + " processes connected" +
        (connected() < size - 1 ? "; the others test for commands every " +

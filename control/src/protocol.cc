@@ -627,7 +627,7 @@ std::string ListenAddressFor(std::string_view host) {
   return "";
 }
 
-Result<std::unique_ptr<Listener>> Listener::Listen(int port, const std::string& address) {
+Result<std::unique_ptr<Listener>> Listener::Listen(int port, const std::string& address, int backlog) {
   struct sockaddr_in6 a6 {};
   struct sockaddr_in a4 {};
   a6.sin6_family = AF_INET6;
@@ -661,7 +661,7 @@ Result<std::unique_ptr<Listener>> Listener::Listen(int port, const std::string& 
   } else {
     rc = bind(fd, reinterpret_cast<struct sockaddr*>(&a4), sizeof a4);
   }
-  if (rc != 0 || listen(fd, 64) != 0) {
+  if (rc != 0 || listen(fd, backlog) != 0) {
     int err = errno;
     close(fd);
     return Status::FromErrno(err, "listen on " + (address.empty() ? "" : address + " ") + "port " +

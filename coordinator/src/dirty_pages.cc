@@ -241,7 +241,7 @@ uintptr_t Unprotect(int uffd, uintptr_t at, uintptr_t b, uintptr_t e, uintptr_t 
     } while (r != 0 && errno == EINTR);
     if (r == 0) return e;
     if (e - b <= page) break;
-    const uintptr_t half = (e - b) / 2;
+    const uintptr_t half = std::max(page, ((e - b) / 2) & ~(page - 1));
     if (at < b + half) {
       e = b + half;
     } else {
@@ -301,15 +301,20 @@ struct Tracker::Sync {
         // kGrowth times and continues from the fault: aligning the larger
         // block down would unprotect again the pages the previous blocks
         // just did (each costs the kernel a PTE update, and the sweep only
-        // gained half a block per fault). A lone fault takes an aligned
-        // kMinBlock.
+        // gained half a block per fault). It ends at the next kMaxBlock
+        // boundary: the kernel unprotects across registrations of this
+        // tracker, and a block past one region's end would report pages of
+        // its neighbour that nobody wrote; so only regions that share a
+        // kMaxBlock-aligned window can share a block, as with blocks aligned
+        // to their size. A lone fault takes an aligned kMinBlock.
         const bool sweep = at == last_end;
         const uintptr_t block = sweep ? std::min(grow * kGrowth, kMaxBlock) : kMinBlock;
         grow = block;
         const uintptr_t b = sweep ? at : at & ~(block - 1);
+        const uintptr_t e = std::min(b + block, (at | (kMaxBlock - 1)) + 1);
         // Counted before the wake-up: the thread sees its own fault counted.
         shared->faults.fetch_add(1, std::memory_order_relaxed);
-        last_end = Unprotect(uffd, at, b, b + block, page);
+        last_end = Unprotect(uffd, at, b, e, page);
       }
     }
   }

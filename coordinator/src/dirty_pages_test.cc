@@ -646,6 +646,37 @@ TEST_F(SyncSweepTest, BlocksGrowFromTheFault) {
   ExpectReports(t_->Collect()[h_], start, stretch, false, "the sweep");
 }
 
+// A sweep to the end of one region does not unprotect its neighbour: two
+// regions of one mapping, each 4 MiB, and a sweep over the last 1.5 MiB of
+// the first leave the second with nothing to report (the kernel unprotects
+// across registrations; a block past the first's end would report the
+// second's pages, unwritten).
+TEST(DirtyPagesSync, SweepStopsAtTheNeighbour) {
+  if (std::string why = SkipUnless("sync"); !why.empty()) GTEST_SKIP() << why;
+  auto t = Tracker::Create("sync");
+  ASSERT_EQ(t->mode(), Tracker::Mode::kUffdSync) << t->reason() << t->sync_refused();
+  const size_t half = 4 << 20, len = 2 * half + Tracker::kMaxBlock;
+  auto* map = MapPrivate(len);
+  ASSERT_NE(map, MAP_FAILED);
+  // Both regions start on a kMaxBlock boundary.
+  auto* m = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(map) + Tracker::kMaxBlock - 1) &
+                                       ~(uintptr_t{Tracker::kMaxBlock} - 1));
+  std::memset(m, 1, 2 * half);
+  const int a = t->Register(m, half), b = t->Register(m + half, half);
+  t->Collect();
+  auto armed = t->Collect();
+  ASSERT_TRUE(armed[a].ranges.empty() && armed[b].ranges.empty());
+  for (size_t i = half - (3 << 19); i < half; i += kPage) m[i] = 2;
+  auto d = t->Collect();
+  ExpectReports(d[a], half - (3 << 19), 3 << 19, false, "the sweep");
+  EXPECT_FALSE(d[b].whole);
+  EXPECT_TRUE(d[b].ranges.empty()) << "the neighbour reports " << d[b].ranges.size() << " range(s) from offset "
+                                   << (d[b].ranges.empty() ? 0 : d[b].ranges[0].offset);
+  t->Unregister(a);
+  t->Unregister(b);
+  munmap(map, len);
+}
+
 // An Os whose PAGEMAP_SCAN fails once `fail` is set: Collect turns the
 // tracking off (Degrade).
 class FailingScanOs final : public Os {

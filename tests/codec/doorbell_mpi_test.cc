@@ -3,7 +3,8 @@
 // Each scenario is one "command": rank 0 posts an MPI send of a value to
 // every other rank, then (maybe) rings; the others complete the receive with
 // Doorbells::Wait and check the value.
-//  1. SetUp on loopback connects every process.
+//  1. SetUp on loopback connects every process (run with 70 ranks too: more
+//     than a listen queue of 64).
 //  2. A ring wakes a process in a sleep of an hour: the waiters start with an
 //     hour-long sleep, so without the ring this scenario hangs until the
 //     test's timeout. Rank 0 sends 0.2 s after every waiter said it is

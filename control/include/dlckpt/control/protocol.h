@@ -316,7 +316,8 @@ class Listener final {
   ~Listener();
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
-  static Result<std::unique_ptr<Listener>> Listen(int port, const std::string& address = "");
+  // `backlog`: connections the kernel queues before they are accepted.
+  static Result<std::unique_ptr<Listener>> Listen(int port, const std::string& address = "", int backlog = 64);
   int port() const { return port_; }
   int fd() const { return fd_; }
   // Accepts one pending connection (the caller polled fd() first).

@@ -77,6 +77,9 @@ class Acceptor {
   std::vector<Pending> pending_;
 };
 
+// How an idle process waits without a doorbell, for log lines.
+std::string Fallback() { return "testing for commands every " + std::to_string(mpi::kIdle.max_ns / 1000000) + " ms"; }
+
 bool SendAll(int fd, const void* buf, size_t n) {
   const auto* p = static_cast<const char*>(buf);
   size_t sent = 0;
@@ -100,8 +103,8 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
     auto l = protocol::Listener::Listen(0, protocol::ListenAddressFor(host), std::max(64, size));
     auto t = protocol::NewToken();
     if (!l.ok() || !t.ok() || t->size() != sizeof(Hello::token)) {
-      log_("no doorbells (idle processes test for commands every " + std::to_string(mpi::kIdle.max_ns / 1000000) +
-           " ms): " + (!l.ok() ? l.status().ToString() : t.ok() ? "bad token" : t.status().ToString()));
+      log_("no doorbells (idle processes " + Fallback() +
+           "): " + (!l.ok() ? l.status().ToString() : t.ok() ? "bad token" : t.status().ToString()));
     } else {
       listener = std::move(*l);
       token = *t;
@@ -119,8 +122,7 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
     std::memcpy(hello.token, token.data(), std::min(token.size(), sizeof hello.token));
     hello.rank = static_cast<uint32_t>(rank);
     if (!conn.ok()) {
-      log_("no doorbell (testing for commands every " + std::to_string(mpi::kIdle.max_ns / 1000000) +
-           " ms): " + conn.status().ToString());
+      log_("no doorbell (" + Fallback() + "): " + conn.status().ToString());
     } else if (!SendAll((*conn)->fd(), &hello, sizeof hello)) {
       log_("no doorbell: sending to " + (*conn)->peer() + ": " + std::strerror(errno));
     } else {
@@ -152,15 +154,12 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
     acceptor.Step(static_cast<int>(std::min<long>(left.count(), 100)), &peers_, log_);
   }
   log_("doorbells: " + std::to_string(connected()) + " of " + std::to_string(size - 1) + " processes connected" +
-       (connected() < size - 1 ? "; the others test for commands every " +
-                                     std::to_string(mpi::kIdle.max_ns / 1000000) + " ms"
-                               : ""));
+       (connected() < size - 1 ? "; the others go on " + Fallback() : ""));
   return Status::OK();
 }
 
 void Doorbells::Drop(std::unique_ptr<protocol::Connection>& conn, const std::string& why) {
-  if (log_) log_("doorbell to " + conn->peer() + " closed (" + why + "); testing for commands every " +
-                 std::to_string(mpi::kIdle.max_ns / 1000000) + " ms");
+  if (log_) log_("doorbell to " + conn->peer() + " closed (" + why + "); " + Fallback());
   conn.reset();
 }
 
@@ -190,11 +189,10 @@ Status Doorbells::Wait(MPI_Request* req, std::string_view what, long idle_max_ns
     if (!mine_) {  // none, or it broke: as without doorbells
       max_ns = std::min(max_ns, mpi::kIdle.max_ns);
       sleep_ns = std::min(sleep_ns, max_ns);
-    }
-    struct timespec ts {sleep_ns / 1000000000L, sleep_ns % 1000000000L};
-    if (!mine_) {
+      struct timespec ts {sleep_ns / 1000000000L, sleep_ns % 1000000000L};
       nanosleep(&ts, nullptr);
     } else {
+      struct timespec ts {sleep_ns / 1000000000L, sleep_ns % 1000000000L};
       struct pollfd pfd {mine_->fd(), POLLIN, 0};
       const int r = ppoll(&pfd, 1, &ts, nullptr);
       if (r < 0 && errno != EINTR) {
@@ -205,7 +203,6 @@ Status Doorbells::Wait(MPI_Request* req, std::string_view what, long idle_max_ns
         if (k > 0) {
           // Rung: the command's sends are posted; test at the pace of an
           // operation until it arrives.
-          ++rings_;
           sleep_ns = mpi::kBusy.min_ns;
           max_ns = mpi::kBusy.max_ns;
           rung_ns = kRungNs;

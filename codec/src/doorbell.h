@@ -68,8 +68,6 @@ class Doorbells {
 
   // Rank 0: doorbells connected; others: 1 when this process has one.
   int connected() const;
-  // Not rank 0: rings that woke this process so far.
-  long rings() const { return rings_; }
 
  private:
   void Drop(std::unique_ptr<control::protocol::Connection>& conn, const std::string& why);
@@ -77,7 +75,6 @@ class Doorbells {
   Log log_;
   std::vector<std::unique_ptr<control::protocol::Connection>> peers_;  // rank 0: by rank
   std::unique_ptr<control::protocol::Connection> mine_;               // the others
-  long rings_ = 0;
 };
 
 }  // namespace dlckpt::codec

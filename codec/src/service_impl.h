@@ -169,8 +169,8 @@ class Service {
 
  private:
   // ---- collectives helpers ----
-  // Completes a request without spinning (dlckpt/base/mpi.h): kBusy inside
-  // an operation, kIdle between commands.
+  // Completes a request of an operation without spinning (dlckpt/base/mpi.h;
+  // between commands an idle process waits in doorbells_.Wait).
   static Status Wait(MPI_Request* req, mpi::Backoff backoff = mpi::kBusy) {
     return mpi::Wait(req, "codec collective", backoff);
   }

@@ -431,24 +431,10 @@ bool ParseArgs(int argc, char** argv, Args* a) {
   return true;
 }
 
-int Finish(int failures) {
-  int total = 0;
-  MPI_Request req;
-  MPI_Iallreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req);
-  Status st = WaitQuietly(&req);
-  if (!st.ok()) total = 1;
-  if (g_rank == 0) std::printf("%s: %d failed checks\n", total == 0 ? "PASS" : "FAIL", total);
-  MPI_Finalize();
-  return total == 0 ? 0 : 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int size = mpitest::Start(&argc, &argv);
   Args args;
   if (!ParseArgs(argc, argv, &args)) {
     if (g_rank == 0) {
@@ -477,10 +463,10 @@ int main(int argc, char** argv) {
             "message: %s", layout.status().message().c_str());
       if (g_rank == 0) std::printf("configuration error: %s\n", layout.status().message().c_str());
     }
-    return Finish(g_failures);
+    return mpitest::Finish("codec_transport_mpi_test");
   }
   CHECK(layout.ok(), "%s", layout.status().ToString().c_str());
-  if (!layout.ok()) return Finish(g_failures);
+  if (!layout.ok()) return mpitest::Finish("codec_transport_mpi_test");
   if (g_rank == 0) std::printf("%s", DescribeLayout(*layout).c_str());
   auto role = FindRole(*layout, g_rank);
   CHECK(role.ok(), "%s", role.status().ToString().c_str());
@@ -514,7 +500,7 @@ int main(int argc, char** argv) {
   options.timeout_ms = 120000;  // a hang fails instead of waiting for ctest
   auto transport = ReduceTransport::Create(group_comm, options);
   CHECK(transport.ok(), "%s", transport.status().ToString().c_str());
-  if (!code.ok() || !transport.ok()) return Finish(g_failures);
+  if (!code.ok() || !transport.ok()) return mpitest::Finish("codec_transport_mpi_test");
 
   GroupTest t(group, role->chunk, transport->get(), **code, args);
   const int n = group.n(), k = group.k();
@@ -559,5 +545,5 @@ int main(int argc, char** argv) {
   t.Encode(2);  // still usable after the rejected spec
   transport->reset();
   MPI_Comm_free(&group_comm);
-  return Finish(g_failures);
+  return mpitest::Finish("codec_transport_mpi_test");
 }

@@ -279,6 +279,17 @@ void Emit(const Event& e) noexcept {
   close(fd);
 }
 
+double HoldSeconds(const char* name, uint64_t epoch) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return 0;
+  char* end = nullptr;
+  const unsigned long long e = std::strtoull(v, &end, 10);
+  if (end == v || *end != ':') return 0;
+  const double seconds = std::strtod(end + 1, nullptr);
+  if (!(seconds > 0 && seconds < 3600)) return 0;
+  return (e == 0 || e == epoch) ? seconds : 0;
+}
+
 std::vector<Event> Follower::Poll() {
   std::vector<Event> out;
   int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);

@@ -120,5 +120,22 @@ TEST(Events, FollowerReadsWholeLinesAndSkipsForeignOnes) {
   std::remove(path);
 }
 
+TEST(Events, HoldSeconds) {
+  const char* name = "DLCKPT_TEST_HOLD";
+  unsetenv(name);
+  EXPECT_EQ(HoldSeconds(name, 3), 0);
+  setenv(name, "3:1.5", 1);
+  EXPECT_EQ(HoldSeconds(name, 3), 1.5);
+  EXPECT_EQ(HoldSeconds(name, 4), 0);
+  setenv(name, "0:2", 1);  // every epoch
+  EXPECT_EQ(HoldSeconds(name, 1), 2);
+  EXPECT_EQ(HoldSeconds(name, 9), 2);
+  for (const char* bad : {"", "3", "3:", ":2", "x:2", "3:-1", "3:0", "3:3600", "3;2"}) {
+    setenv(name, bad, 1);
+    EXPECT_EQ(HoldSeconds(name, 3), 0) << "'" << bad << "'";
+  }
+  unsetenv(name);
+}
+
 }  // namespace
 }  // namespace dlckpt::events

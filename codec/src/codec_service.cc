@@ -127,16 +127,7 @@ void Sleep(double seconds) {
   nanosleep(&ts, nullptr);
 }
 
-double EncodeHold(uint64_t epoch) {
-  const char* v = std::getenv("DLCKPT_CODEC_HOLD_ENCODE");
-  if (v == nullptr) return 0;
-  char* end = nullptr;
-  unsigned long long e = std::strtoull(v, &end, 10);
-  if (end == v || *end != ':') return 0;
-  double seconds = std::strtod(end + 1, nullptr);
-  if (!(seconds > 0 && seconds < 3600)) return 0;
-  return (e == 0 || e == epoch) ? seconds : 0;
-}
+double EncodeHold(uint64_t epoch) { return events::HoldSeconds("DLCKPT_CODEC_HOLD_ENCODE", epoch); }
 
 }  // namespace internal
 

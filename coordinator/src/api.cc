@@ -54,13 +54,20 @@ State& S() {
 
 // "The application started writing checkpoint E" for dlckpt-run's
 // phase:write failure injection: reported once per checkpoint, on the first
-// write into memfs after the previous checkpoint.
+// write into memfs after the previous checkpoint. With DLCKPT_WRITE_HOLD=E:S
+// (set by dlckpt-run for --at phase:write:E) the writing thread then waits S
+// seconds, once per process, so that the kill lands inside the write phase
+// however fast the checkpoint would be.
 std::atomic<uint64_t> g_next_epoch{1};
 std::atomic<int> g_rank{0};
 std::atomic<bool> g_write_reported{false};  // for g_next_epoch
+std::atomic<bool> g_write_held{false};
 void OnFirstWrite() {
   g_write_reported = true;
-  events::Emit(events::WriteBegin(g_next_epoch.load(), g_rank.load()));
+  const uint64_t epoch = g_next_epoch.load();
+  events::Emit(events::WriteBegin(epoch, g_rank.load()));
+  const double hold = events::HoldSeconds("DLCKPT_WRITE_HOLD", epoch);
+  if (hold > 0 && !g_write_held.exchange(true)) Env::Default()->SleepForMicros(static_cast<int64_t>(hold * 1e6));
 }
 
 int EnvInt(const char* name, int dflt) {

@@ -160,10 +160,7 @@ void Drainer::Run(std::unique_ptr<memfs::Store> view, uint64_t epoch) {
   o.bandwidth = bandwidth_;
   // DLCKPT_DRAIN_HOLD=E:S (dlckpt-run --at drain:E): hold that drain S seconds
   // before publishing, so that a kill lands inside it.
-  std::string hold = EnvStr("DLCKPT_DRAIN_HOLD");
-  if (!hold.empty() && std::strtoull(hold.c_str(), nullptr, 10) == epoch && hold.find(':') != std::string::npos) {
-    o.hold_before_publish = std::strtod(hold.c_str() + hold.find(':') + 1, nullptr);
-  }
+  o.hold_before_publish = events::HoldSeconds("DLCKPT_DRAIN_HOLD", epoch);
   // Rank 0 tells how a long drain goes (dlckpt/base/progress.h).
   std::unique_ptr<Progress> progress;
   if (rank_ == 0) {

@@ -658,6 +658,14 @@ Status Supervisor::LaunchApp() {
   // (which restored one epoch everywhere), or with --resume; see dlckpt_init.
   job.env.emplace_back("DLCKPT_RESUME", recoveries_started_ > 0 || o_.resume || !restore_dir_.empty() ? "1" : "0");
   AddPersistEnv(&job);
+  // --at phase:write[:E][+D]: the ranks hold the first write of that checkpoint
+  // long enough for the kill to land inside it (DLCKPT_WRITE_HOLD in api.cc).
+  for (size_t i = 0; i < o_.kills.size(); ++i) {
+    if (o_.kills[i].at.kind != KillTrigger::kWrite || faults_.kill_done[i]) continue;
+    job.env.emplace_back("DLCKPT_WRITE_HOLD",
+                         std::to_string(o_.kills[i].at.epoch) + ":" + Fixed(o_.kills[i].at.delay + 1.0, 3));
+    break;
+  }
   job.program = o_.program;
   // Ranks stay in order: one segment per run of consecutive ranks on one node.
   for (const auto& [r, node] : placement_) {

@@ -33,7 +33,9 @@ expect_rc=0
 restored=""  # the epoch (regex) the first recovery must restore, when known
 case "$scenario" in
   between)  layout=(--nodes 3 --spares 1);  inject=(--kill-node vn1 --at checkpoint:2+0.02) ;;
-  write)    layout=(--nodes 3 --spares 1);  inject=(--kill-node vn1 --at phase:write:3+0.05) ;;
+  # The ranks hold their first write of checkpoint 3 (DLCKPT_WRITE_HOLD), so
+  # the kill lands before it is committed: the recovery restores epoch 2.
+  write)    layout=(--nodes 3 --spares 1);  inject=(--kill-node vn1 --at phase:write:3+0.05); restored=2 ;;
   encode)   layout=(--nodes 3 --spares 1);  inject=(--kill-node vn2 --at phase:encode:3) ;;
   recover)  layout=(--nodes 4 --spares 2 --group-size 2)
             inject=(--kill-node vn1 --at checkpoint:2 --kill-node vn3 --at phase:recover) ;;

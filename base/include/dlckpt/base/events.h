@@ -118,6 +118,14 @@ std::optional<Event> Parse(std::string_view line);
 // Appends "<now> " + Format(e) to $DLCKPT_EVENTS.
 void Emit(const Event& e) noexcept;
 
+// Failure injection's holds. dlckpt-run sets NAME=E:S in a process's
+// environment so that the process waits S seconds inside a phase of epoch E
+// and a kill it schedules on that phase's event lands inside the phase
+// (DLCKPT_WRITE_HOLD, DLCKPT_DRAIN_HOLD, DLCKPT_CODEC_HOLD_ENCODE in
+// docs/environment.md). Returns S when $name asks for `epoch` (E = 0 asks for
+// every epoch), else 0: unset, malformed, another epoch, or S outside (0, 3600).
+double HoldSeconds(const char* name, uint64_t epoch);
+
 // Reads events appended since the last call (whole lines only). Lines that
 // do not parse are skipped.
 class Follower {

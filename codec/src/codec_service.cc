@@ -189,7 +189,7 @@ Status Service::BroadcastCommand(uint32_t* cmd, std::string* payload, bool defer
   MPI_Request req;
   DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Irecv(head, 2, MPI_UINT64_T, 0, kTagHead, world_, &req), "command"));
   // Idle processes sleep between tests, woken by their doorbell: no spinning.
-  DLCKPT_RETURN_IF_ERROR(doorbells_.Wait(&req, "command"));
+  DLCKPT_RETURN_IF_ERROR(doorbells_.Wait(&req, "command", idle_max_ns_, idle_first_ns_));
   if (head[1] > static_cast<uint64_t>(INT_MAX)) return Status::InvalidArgument("command payload too large");
   *cmd = static_cast<uint32_t>(head[0]);
   payload->resize(head[1]);
@@ -616,6 +616,9 @@ Status Service::Serve() {
     // $DLCKPT_CODEC_DOORBELL=0 (rank 0's): none, for measuring without.
     const bool off = rank_ == 0 && !EnvSwitchOn("DLCKPT_CODEC_DOORBELL");
     if (off) Log("doorbells off (DLCKPT_CODEC_DOORBELL=0): idle processes test for commands every 2 ms");
+    if (const char* v = std::getenv("DLCKPT_CODEC_IDLE_SLEEP_MS"); v != nullptr && std::atol(v) > 0) {
+      idle_first_ns_ = idle_max_ns_ = std::atol(v) * 1'000'000L;
+    }
     DLCKPT_RETURN_IF_ERROR(
         doorbells_.SetUp(*c_, rank_ == 0 && !off ? PublishedHost() : "", [this](const std::string& m) { Log(m); }));
   }

@@ -262,6 +262,11 @@ class Service {
   std::unique_ptr<ReduceTransport> world_transport_;
   // Wakes idle processes for a command (Serve; none in one-shot modes).
   Doorbells doorbells_;
+  // How an idle process with a doorbell sleeps between tests for a command
+  // (Doorbells::Wait). $DLCKPT_CODEC_IDLE_SLEEP_MS (tests only) makes every
+  // sleep that long, so that a command reaches such a process only through
+  // its doorbell.
+  long idle_first_ns_ = mpi::kIdle.min_ns, idle_max_ns_ = kDoorbellIdleMaxNs;
 
   // From the application's HELLO.
   bool have_layout_ = false;

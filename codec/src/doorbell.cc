@@ -19,64 +19,6 @@ namespace protocol = control::protocol;
 
 namespace {
 
-// What a process presents on connecting: the token, then its rank.
-struct Hello {
-  char token[64];
-  uint32_t rank;
-};
-
-// Rank 0's side of SetUp: accepts connections and reads their hellos as
-// they arrive, never waiting for one peer; a hello that proves the token and
-// names a rank not yet taken makes that rank's doorbell.
-class Acceptor {
- public:
-  Acceptor(protocol::Listener& l, const std::string& token, int size) : l_(l), token_(token), size_(size) {
-    fcntl(l_.fd(), F_SETFL, fcntl(l_.fd(), F_GETFL) | O_NONBLOCK);
-  }
-  // Waits up to timeout_ms for the listener or a pending hello, and handles
-  // what is ready.
-  void Step(int timeout_ms, std::vector<std::unique_ptr<protocol::Connection>>* peers, const Doorbells::Log& log) {
-    std::vector<struct pollfd> fds{{l_.fd(), POLLIN, 0}};
-    for (const Pending& p : pending_) fds.push_back({p.conn->fd(), POLLIN, 0});
-    if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
-    for (size_t i = pending_.size(); i-- > 0;) {
-      if (fds[i + 1].revents == 0) continue;
-      Pending& p = pending_[i];
-      const ssize_t k = recv(p.conn->fd(), reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got,
-                             MSG_DONTWAIT);
-      if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-      if (k > 0) p.got += static_cast<size_t>(k);
-      if (k > 0 && p.got < sizeof(Hello)) continue;
-      const Hello& h = p.hello;
-      if (k > 0 && std::memcmp(h.token, token_.data(), sizeof h.token) == 0 && h.rank != 0 &&
-          h.rank < static_cast<uint32_t>(size_) && !(*peers)[h.rank]) {
-        (*peers)[h.rank] = std::move(p.conn);
-      } else {
-        log("doorbells: refused a connection from " + p.conn->peer());
-      }
-      pending_.erase(pending_.begin() + static_cast<long>(i));
-    }
-    if ((fds[0].revents & POLLIN) != 0) {
-      for (;;) {
-        auto conn = l_.Accept();  // non-blocking: EAGAIN once the queue is empty
-        if (!conn.ok()) break;
-        pending_.push_back({std::move(*conn), {}, 0});
-      }
-    }
-  }
-
- private:
-  struct Pending {
-    std::unique_ptr<protocol::Connection> conn;
-    Hello hello;
-    size_t got;
-  };
-  protocol::Listener& l_;
-  const std::string& token_;
-  const int size_;
-  std::vector<Pending> pending_;
-};
-
 // How an idle process waits without a doorbell, for log lines.
 std::string Fallback() { return "testing for commands every " + std::to_string(mpi::kIdle.max_ns / 1000000) + " ms"; }
 
@@ -94,6 +36,45 @@ bool SendAll(int fd, const void* buf, size_t n) {
 
 }  // namespace
 
+namespace internal {
+
+Acceptor::Acceptor(protocol::Listener& l, const std::string& token, int size) : l_(l), token_(token), size_(size) {
+  fcntl(l_.fd(), F_SETFL, fcntl(l_.fd(), F_GETFL) | O_NONBLOCK);
+}
+
+void Acceptor::Step(int timeout_ms, std::vector<std::unique_ptr<protocol::Connection>>* peers,
+                    const Doorbells::Log& log) {
+  std::vector<struct pollfd> fds{{l_.fd(), POLLIN, 0}};
+  for (const Pending& p : pending_) fds.push_back({p.conn->fd(), POLLIN, 0});
+  if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+  for (size_t i = pending_.size(); i-- > 0;) {
+    if (fds[i + 1].revents == 0) continue;
+    Pending& p = pending_[i];
+    const ssize_t k =
+        recv(p.conn->fd(), reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, MSG_DONTWAIT);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (k > 0) p.got += static_cast<size_t>(k);
+    if (k > 0 && p.got < sizeof(Hello)) continue;
+    const Hello& h = p.hello;
+    if (k > 0 && std::memcmp(h.token, token_.data(), sizeof h.token) == 0 && h.rank != 0 &&
+        h.rank < static_cast<uint32_t>(size_) && !(*peers)[h.rank]) {
+      (*peers)[h.rank] = std::move(p.conn);
+    } else {
+      log("doorbells: refused a connection from " + p.conn->peer());
+    }
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+  }
+  if ((fds[0].revents & POLLIN) != 0) {
+    for (;;) {
+      auto conn = l_.Accept();  // non-blocking: EAGAIN once the queue is empty
+      if (!conn.ok()) break;
+      pending_.push_back({std::move(*conn), {}, 0});
+    }
+  }
+}
+
+}  // namespace internal
+
 Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& log) {
   log_ = log;
   const int rank = c.rank(), size = c.size();
@@ -102,7 +83,7 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
   if (rank == 0 && size > 1 && !host.empty()) {
     auto l = protocol::Listener::Listen(0, protocol::ListenAddressFor(host), std::max(64, size));
     auto t = protocol::NewToken();
-    if (!l.ok() || !t.ok() || t->size() != sizeof(Hello::token)) {
+    if (!l.ok() || !t.ok() || t->size() != sizeof(internal::Hello::token)) {
       log_("no doorbells (idle processes " + Fallback() +
            "): " + (!l.ok() ? l.status().ToString() : t.ok() ? "bad token" : t.status().ToString()));
     } else {
@@ -118,7 +99,7 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
     int port = 0;
     in >> h >> port >> token;
     auto conn = protocol::Connection::Connect(h, port, 5000);
-    Hello hello{};
+    internal::Hello hello{};
     std::memcpy(hello.token, token.data(), std::min(token.size(), sizeof hello.token));
     hello.rank = static_cast<uint32_t>(rank);
     if (!conn.ok()) {
@@ -141,7 +122,7 @@ Status Doorbells::SetUp(mpi::Collective& c, const std::string& host, const Log& 
       mpi::Check(MPI_Iallgather(&mine, 1, MPI_CHAR, made.data(), 1, MPI_CHAR, c.comm(), &req), "doorbells"));
   if (!listener) return mpi::Wait(&req, "doorbells");
   peers_.resize(static_cast<size_t>(size));
-  Acceptor acceptor{*listener, token, size};
+  internal::Acceptor acceptor{*listener, token, size};
   for (int done = 0; !done;) {
     DLCKPT_RETURN_IF_ERROR(mpi::Check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "doorbells"));
     if (!done) acceptor.Step(1, &peers_, log_);

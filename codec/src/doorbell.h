@@ -27,6 +27,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -76,6 +77,43 @@ class Doorbells {
   std::vector<std::unique_ptr<control::protocol::Connection>> peers_;  // rank 0: by rank
   std::unique_ptr<control::protocol::Connection> mine_;               // the others
 };
+
+namespace internal {
+
+// What a process presents on connecting: the token, then its rank.
+struct Hello {
+  char token[64];
+  uint32_t rank;
+};
+
+// Rank 0's side of SetUp: accepts connections and reads their hellos as they
+// arrive, never waiting for one peer. A hello that proves the token and names
+// a rank in [1, size) not yet taken makes (*peers)[rank]; any other
+// connection (wrong token, rank 0 or out of range, a rank taken, closed or
+// failed before a whole hello) is closed and logged as refused. A connection
+// that sends nothing stays pending without delaying the others. `l` and
+// `token` must outlive the Acceptor; `l` is made non-blocking.
+class Acceptor {
+ public:
+  Acceptor(control::protocol::Listener& l, const std::string& token, int size);
+  // Waits up to timeout_ms for the listener or a pending hello, and handles
+  // what is ready. *peers has `size` entries.
+  void Step(int timeout_ms, std::vector<std::unique_ptr<control::protocol::Connection>>* peers,
+            const Doorbells::Log& log);
+
+ private:
+  struct Pending {
+    std::unique_ptr<control::protocol::Connection> conn;
+    Hello hello;
+    size_t got;
+  };
+  control::protocol::Listener& l_;
+  const std::string& token_;
+  const int size_;
+  std::vector<Pending> pending_;
+};
+
+}  // namespace internal
 
 }  // namespace dlckpt::codec
 

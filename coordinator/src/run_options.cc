@@ -465,7 +465,8 @@ void OptionParser::AddFailureOptions() {
         "they hold it 5 s + D before publishing, so the kill lands inside), time:T (T s after the first launch), "
         "phase:write[:E] (while the application writes checkpoint E), phase:encode[:E] (while the codec encodes), "
         "phase:recover[:N] (during the rebuild of the N-th recovery); each may end in +D (D s later). For the "
-        "phases the codec holds that encode or rebuild 1 s + D, so the kill lands inside it",
+        "phases the ranks hold their first write of that checkpoint, or the codec that encode or rebuild, "
+        "1 s + D, so the kill lands inside it",
         Kill("--kill-node"));
   Value("--poweroff-node", "N1[,N2] --at WHEN", kInjection,
         "power node(s) off: silent first, then dead (no launcher notices; heartbeats must). Virtual nodes: their "

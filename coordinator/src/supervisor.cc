@@ -572,22 +572,7 @@ Status Supervisor::LaunchCodec() {
   std::vector<std::string> env{
       "DLCKPT_HEARTBEAT=" + heartbeat_address_ + ":" + std::to_string(heartbeat_->port()),
       "DLCKPT_HEARTBEAT_KEY=" + heartbeat_key_};
-  // --at phase:encode / phase:recover[:N]: the codec holds that encode, or the
-  // rebuild of the N-th recovery, long enough for the kill to land inside it (see
-  // DLCKPT_CODEC_HOLD_ENCODE / _REBUILD in codec_service.cc). The first such kill counts.
-  bool hold_encode = false, hold_rebuild = false;
-  for (size_t i = 0; i < o_.kills.size(); ++i) {
-    const KillSpec& k = o_.kills[i];
-    if (faults_.kill_done[i]) continue;
-    if (k.at.kind == KillTrigger::kEncode && !hold_encode) {
-      env.push_back("DLCKPT_CODEC_HOLD_ENCODE=" + std::to_string(k.at.epoch) + ":" + Fixed(k.at.delay + 1.0, 3));
-      hold_encode = true;
-    } else if (k.at.kind == KillTrigger::kRecover && !hold_rebuild && in_recovery_ &&
-               recoveries_started_ == k.at.occurrence) {
-      env.push_back("DLCKPT_CODEC_HOLD_REBUILD=" + Fixed(k.at.delay + 1.0, 3));
-      hold_rebuild = true;
-    }
-  }
+  AddCodecHolds(&env);
   codec_exited_ = false;
   DLCKPT_ASSIGN_OR_RETURN(codec_pid_, LaunchJob(job, codec_log_, env));
   codec_pgid_ = codec_pid_;  // Spawn made it a session (and group) leader
@@ -658,14 +643,7 @@ Status Supervisor::LaunchApp() {
   // (which restored one epoch everywhere), or with --resume; see dlckpt_init.
   job.env.emplace_back("DLCKPT_RESUME", recoveries_started_ > 0 || o_.resume || !restore_dir_.empty() ? "1" : "0");
   AddPersistEnv(&job);
-  // --at phase:write[:E][+D]: the ranks hold the first write of that checkpoint
-  // long enough for the kill to land inside it (DLCKPT_WRITE_HOLD in api.cc).
-  for (size_t i = 0; i < o_.kills.size(); ++i) {
-    if (o_.kills[i].at.kind != KillTrigger::kWrite || faults_.kill_done[i]) continue;
-    job.env.emplace_back("DLCKPT_WRITE_HOLD",
-                         std::to_string(o_.kills[i].at.epoch) + ":" + Fixed(o_.kills[i].at.delay + 1.0, 3));
-    break;
-  }
+  AddWriteHold(&job);
   job.program = o_.program;
   // Ranks stay in order: one segment per run of consecutive ranks on one node.
   for (const auto& [r, node] : placement_) {

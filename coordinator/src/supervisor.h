@@ -104,6 +104,13 @@ class Supervisor {
   void Tick();
   void HandleEvent(const events::Event& e);
   void ScheduleKill(size_t spec, double at);
+  // Failure injection's holds (supervisor_faults.cc): for the first pending
+  // kill --at phase:encode or phase:recover (of the recovery under way), the
+  // codec job's "NAME=value" holding that encode or rebuild 1 s + D; for the
+  // first pending --at phase:write, the application's DLCKPT_WRITE_HOLD. A
+  // held phase lasts long enough for the kill its event schedules to land in it.
+  void AddCodecHolds(std::vector<std::string>* env) const;
+  void AddWriteHold(JobSpec* app) const;
   // Kills nodes now: a crash, or (poweroff) silence first, then death. With
   // --kill-command it runs the command per node ({node}, {how} replaced).
   void KillNodes(const std::vector<std::string>& nodes, const std::string& why, bool poweroff = false);

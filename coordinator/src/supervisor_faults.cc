@@ -21,6 +21,33 @@ void Supervisor::ScheduleKill(size_t spec, double at) {
   faults_.kill_at[spec] = at;
 }
 
+void Supervisor::AddCodecHolds(std::vector<std::string>* env) const {
+  // DLCKPT_CODEC_HOLD_ENCODE / _REBUILD: codec_service.cc.
+  bool hold_encode = false, hold_rebuild = false;
+  for (size_t i = 0; i < o_.kills.size(); ++i) {
+    const KillSpec& k = o_.kills[i];
+    if (faults_.kill_done[i]) continue;
+    if (k.at.kind == KillTrigger::kEncode && !hold_encode) {
+      env->push_back("DLCKPT_CODEC_HOLD_ENCODE=" + std::to_string(k.at.epoch) + ":" + Fixed(k.at.delay + 1.0, 3));
+      hold_encode = true;
+    } else if (k.at.kind == KillTrigger::kRecover && !hold_rebuild && in_recovery_ &&
+               recoveries_started_ == k.at.occurrence) {
+      env->push_back("DLCKPT_CODEC_HOLD_REBUILD=" + Fixed(k.at.delay + 1.0, 3));
+      hold_rebuild = true;
+    }
+  }
+}
+
+void Supervisor::AddWriteHold(JobSpec* app) const {
+  // DLCKPT_WRITE_HOLD: api.cc.
+  for (size_t i = 0; i < o_.kills.size(); ++i) {
+    const KillTrigger& t = o_.kills[i].at;
+    if (t.kind != KillTrigger::kWrite || faults_.kill_done[i]) continue;
+    app->env.emplace_back("DLCKPT_WRITE_HOLD", std::to_string(t.epoch) + ":" + Fixed(t.delay + 1.0, 3));
+    return;
+  }
+}
+
 void Supervisor::HandleEvent(const events::Event& e) {
   using events::Kind;
   if (o_.verbose) Log("event: " + events::Format(e));
